@@ -1,0 +1,34 @@
+# polytri: `make help` lists the targets.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.polytri-installed
+JOBS ?= 2
+
+.PHONY: help demo test fuzz bench lint clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# The CPU build of torch: 2.13.0 is the version the machines carry as a local wheel.
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP) ## install if needed, then run `polytri demo`
+	$(VENV)/bin/polytri demo
+
+test: $(STAMP) ## install if needed, then run the test suite (all but gpu and slow tests)
+	$(PY) -m pytest -n $(JOBS) -q
+
+fuzz: $(STAMP) ## long property-based runs (marked slow)
+	$(PY) -m pytest -n $(JOBS) -q -m slow
+
+lint: $(STAMP) ## ruff over the package and tests
+	$(PY) -m pip install --quiet ruff
+	$(VENV)/bin/ruff check polytri tests benchmarks
+
+clean: ## remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -1,0 +1,1 @@
+"""polytri: a pure-Python polyhedral loop optimizer."""

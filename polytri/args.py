@@ -1,0 +1,167 @@
+"""Binding call arguments to a program: arrays, scalars and parameters, checked before anything runs.
+
+Both the reference interpreter and compiled kernels call :func:`bind`; nothing touches the user's
+arrays until every check has passed.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import islpy as isl
+import numpy as np
+
+from . import dtypes
+from .errors import ArgumentError
+from .ir.affine import evaluate, linear
+from .ir.printer import expr_to_str
+from .ir.program import Program
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Arguments of one call, validated."""
+
+    params: dict[str, int]
+    """Every parameter's value (given or inferred from shapes)."""
+    arrays: dict[str, Any]
+    """The user's array objects (numpy arrays or torch tensors), by declared name."""
+    scalars: dict[str, Any]
+    """Scalar values converted to their declared dtype (numpy scalars)."""
+
+
+def is_torch_tensor(x: object) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(int(s) for s in x.shape)
+
+
+def _memory_range(x: Any) -> tuple[int, int] | None:
+    """[start, end) of the bytes an array may touch (None for empty arrays)."""
+    if _shape(x) and 0 in _shape(x):
+        return None
+    if is_torch_tensor(x):
+        start = x.data_ptr()
+        span = sum((s - 1) * st for s, st in zip(x.shape, x.stride())) + 1
+        return start, start + span * x.element_size()
+    lo, hi = np.byte_bounds(x) if hasattr(np, "byte_bounds") else np.lib.array_utils.byte_bounds(x)
+    return lo, hi
+
+
+def _check_array(program: Program, name: str, value: Any, device: str) -> None:
+    arr = program.array(name)
+    if not (isinstance(value, np.ndarray) or is_torch_tensor(value)):
+        raise ArgumentError(f"{program.name}: argument {name!r} must be a numpy array or a torch tensor, "
+                            f"got {type(value).__name__}")
+    if is_torch_tensor(value) and device == "cpu" and value.device.type != "cpu":
+        raise ArgumentError(f"{program.name}: array {name!r} is on {value.device}; the cpu target needs CPU tensors")
+    if len(value.shape) != arr.rank:
+        raise ArgumentError(f"{program.name}: array {name!r} is declared with rank {arr.rank} but the argument "
+                            f"has shape {tuple(value.shape)}")
+    got = dtypes.of_array(value)
+    if got.name != arr.dtype:
+        raise ArgumentError(f"{program.name}: array {name!r} is declared {arr.dtype} but the argument is {got.name}")
+    if isinstance(value, np.ndarray) and not value.flags.writeable:
+        raise ArgumentError(f"{program.name}: array {name!r} is read-only; polytri runs in place")
+
+
+def _infer_params(program: Program, given: dict[str, int], arrays: dict[str, Any]) -> dict[str, int]:
+    known = dict(given)
+    equations: list[tuple[str, int, Any]] = []
+    for arr in program.arrays:
+        for d, e in enumerate(arr.shape):
+            equations.append((arr.name, d, e))
+    changed = True
+    while changed:
+        changed = False
+        for name, d, e in equations:
+            form = linear(e)
+            if form is None:
+                continue
+            coeffs, const = form
+            unknown = [p for p in coeffs if p not in known]
+            if len(unknown) != 1:
+                continue
+            p = unknown[0]
+            rest = const + sum(c * known[q] for q, c in coeffs.items() if q != p)
+            actual = _shape(arrays[name])[d]
+            if (actual - rest) % coeffs[p] == 0:
+                known[p] = (actual - rest) // coeffs[p]
+                changed = True
+    missing = [p for p in program.params if p not in known]
+    if missing:
+        raise ArgumentError(f"{program.name}: cannot infer parameter(s) {', '.join(missing)} from the array "
+                            f"shapes; pass them explicitly, e.g. {missing[0]}=...")
+    for name, d, e in equations:
+        want = evaluate(e, known)
+        got = _shape(arrays[name])[d]
+        if want != got:
+            raise ArgumentError(f"{program.name}: array {name!r} has extent {got} in dimension {d}, but its "
+                                f"declared extent {expr_to_str(e)} is {want} with "
+                                f"{', '.join(f'{k}={v}' for k, v in known.items())}")
+    return known
+
+
+def _check_context(program: Program, params: dict[str, int]) -> None:
+    ctx = program.context
+    for i in range(ctx.dim(isl.dim_type.param)):
+        pname = ctx.get_dim_name(isl.dim_type.param, i)
+        ctx = ctx.fix_val(isl.dim_type.param, i, isl.Val.int_from_si(ctx.get_ctx(), params[pname]))
+    if ctx.is_empty():
+        raise ArgumentError(f"{program.name}: parameters {params} violate the program's assumptions "
+                            f"{program.context}")
+
+
+def _convert_scalar(program: Program, name: str, value: Any) -> Any:
+    dt = dtypes.dtype(program.scalar(name).dtype)
+    if is_torch_tensor(value) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool) and dt.kind != "b":
+        raise ArgumentError(f"{program.name}: scalar {name!r} is {dt.name}, got a bool")
+    if not isinstance(value, numbers.Number):
+        raise ArgumentError(f"{program.name}: scalar {name!r} must be a number, got {type(value).__name__}")
+    if dt.kind in ("i", "b") and not isinstance(value, numbers.Integral):
+        raise ArgumentError(f"{program.name}: scalar {name!r} is {dt.name}, got {value!r}")
+    if dt.kind == "f":
+        return np.float32(value) if dt.bits <= 32 else np.float64(value)
+    return dtypes.numpy_dtype(dt).type(value)
+
+
+def bind(program: Program, kwargs: dict[str, Any], *, device: str = "cpu") -> Bound:
+    """Check the keyword arguments of a call and return them bound; raise :class:`ArgumentError`."""
+    expected = [a.name for a in program.arrays] + [s.name for s in program.scalars] + list(program.params)
+    unknown = [k for k in kwargs if k not in expected]
+    if unknown:
+        raise ArgumentError(f"{program.name}: unknown argument(s) {', '.join(unknown)}; expected {', '.join(expected)}")
+    missing = [a.name for a in program.arrays if a.name not in kwargs]
+    missing += [s.name for s in program.scalars if s.name not in kwargs]
+    if missing:
+        raise ArgumentError(f"{program.name}: missing argument(s) {', '.join(missing)}")
+    arrays = {a.name: kwargs[a.name] for a in program.arrays}
+    for name, value in arrays.items():
+        _check_array(program, name, value, device)
+    given: dict[str, int] = {}
+    for p in program.params:
+        if p in kwargs:
+            v = kwargs[p]
+            if isinstance(v, np.integer):
+                v = int(v)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ArgumentError(f"{program.name}: parameter {p!r} must be an int, got {v!r}")
+            given[p] = v
+    params = _infer_params(program, given, arrays)
+    _check_context(program, params)
+    ranges = [(n, _memory_range(v)) for n, v in arrays.items()]
+    for i, (n1, r1) in enumerate(ranges):
+        for n2, r2 in ranges[i + 1:]:
+            if r1 and r2 and r1[0] < r2[1] and r2[0] < r1[1]:
+                raise ArgumentError(f"{program.name}: arrays {n1!r} and {n2!r} overlap in memory; "
+                                    f"polytri requires distinct arrays")
+    scalars = {s.name: _convert_scalar(program, s.name, kwargs[s.name]) for s in program.scalars}
+    return Bound({p: params[p] for p in program.params}, arrays, scalars)

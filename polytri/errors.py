@@ -1,0 +1,59 @@
+"""The one error hierarchy of polytri.
+
+Every error a user can trigger is a :class:`PolytriError`.  Messages name the culprit (statement, array,
+parameter, option) and, where a piece of source text is involved, show it with a caret under the
+offending column.
+"""
+
+from __future__ import annotations
+
+
+class PolytriError(Exception):
+    """Base class of every error polytri raises on purpose."""
+
+
+class ParseError(PolytriError):
+    """Statement or expression text that is not in polytri's expression language."""
+
+
+class NameResolutionError(PolytriError):
+    """A name in a statement that is not an array, scalar, parameter, iterator or function."""
+
+
+class NotAffineError(PolytriError):
+    """A subscript, loop bound or condition that is not affine in iterators and parameters."""
+
+
+class TypeCheckError(PolytriError):
+    """An operation applied to values of the wrong type, or a subscript of the wrong rank."""
+
+
+class ProgramError(PolytriError):
+    """A malformed program: duplicate names, empty loops stack misuse, bad declarations."""
+
+
+class BoundsError(PolytriError):
+    """An access that isl cannot prove to stay inside its array for every parameter value."""
+
+
+class ArgumentError(PolytriError):
+    """A call with missing, unknown or mismatching arguments (shape, dtype, parameter value)."""
+
+
+class OptionError(PolytriError):
+    """An unknown compile option or an option with a bad value."""
+
+
+class UnsupportedError(PolytriError):
+    """A feature or target that polytri does not implement (yet); the message says which."""
+
+
+class CompilationError(PolytriError):
+    """The generated code failed to build; the message carries the compiler's output."""
+
+
+def caret(text: str, column: int | None, *, width: int = 1) -> str:
+    """Return ``text`` with a caret line under ``column`` (0-based), for error messages."""
+    if column is None or column < 0:
+        return f"    {text}"
+    return f"    {text}\n    {' ' * column}{'^' * max(1, width)}"

@@ -1,0 +1,198 @@
+"""The polyhedral IR: programs, arrays, scalars and statements (all immutable).
+
+A statement instance is a point of the statement's iteration domain (an isl set whose tuple is named
+after the statement and whose dimensions are named after its iterators).  Each statement writes one
+array element and reads the accesses of its right-hand side; both are isl maps from the domain to the
+array's index space.  The original execution order is kept as a *position*: at each loop level, the
+rank of the statement's enclosing loop (or of the statement itself) among its siblings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import islpy as isl
+
+from .. import dtypes
+from ..errors import ProgramError
+from .affine import to_isl
+from .expr import Access, Expr, accesses
+from .printer import expr_to_str
+
+
+def params_prefix(params: tuple[str, ...]) -> str:
+    """The ``[N, M] -> `` prefix of isl notation."""
+    return f"[{', '.join(params)}] -> "
+
+
+@dataclass(frozen=True, slots=True)
+class Array:
+    """A multi-dimensional array argument, row-major (C order)."""
+
+    name: str
+    """Name used in statements and as the keyword argument of a call."""
+    shape: tuple[Expr, ...]
+    """Extent of each dimension: an affine expression in the parameters."""
+    dtype: str
+    """Canonical element type name (see :mod:`polytri.dtypes`)."""
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def element(self) -> dtypes.DType:
+        return dtypes.dtype(self.dtype)
+
+    def extent_isl(self, params: tuple[str, ...]) -> isl.Set:
+        """The set of valid indices ``{ A[x] : 0 <= x_d < shape_d }``."""
+        xs = [f"x{d}" for d in range(self.rank)]
+        cons = [f"0 <= {x} < {to_isl(s, what=f'shape of {self.name}')}" for x, s in zip(xs, self.shape)]
+        body = f" : {' and '.join(cons)}" if cons else ""
+        return isl.Set(f"{params_prefix(params)}{{ {self.name}[{', '.join(xs)}]{body} }}")
+
+
+@dataclass(frozen=True, slots=True)
+class Scalar:
+    """A run-time scalar argument (read-only inside the program)."""
+
+    name: str
+    """Name used in statements and as the keyword argument of a call."""
+    dtype: str
+    """Canonical element type name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One assignment ``target = value`` executed for every point of ``domain``."""
+
+    name: str
+    """``S0``, ``S1``, ... in the order added (or the name given to ``Program.statement``)."""
+    domain: isl.Set
+    """Iteration domain; tuple named ``name``, dimensions named ``iterators``."""
+    iterators: tuple[str, ...]
+    """Names of the domain dimensions, outermost first."""
+    target: Access
+    """The written element."""
+    value: Expr
+    """The stored value; an update ``A[i] += e`` is kept as ``A[i] = A[i] + e``."""
+    position: tuple[int, ...]
+    """Rank among siblings at each loop level (``len(iterators) + 1`` entries): the original order."""
+
+    @property
+    def reads(self) -> tuple[Access, ...]:
+        """Accesses read by the right-hand side, in order, duplicates kept."""
+        return tuple(accesses(self.value))
+
+    def access_map(self, acc: Access, params: tuple[str, ...]) -> isl.Map:
+        """``{ S[i] -> A[f(i)] }`` restricted to the domain."""
+        idx = ", ".join(to_isl(e, what=f"{self.name}: subscript of {acc.array}") for e in acc.index)
+        m = isl.Map(f"{params_prefix(params)}{{ {self.name}[{', '.join(self.iterators)}] -> {acc.array}[{idx}] }}")
+        return m.intersect_domain(self.domain)
+
+    def text(self) -> str:
+        """The assignment in the expression language."""
+        return f"{expr_to_str(self.target)} = {expr_to_str(self.value)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """A whole loop program: the unit that is analysed, scheduled and compiled."""
+
+    name: str
+    """Name of the program (and of the generated function)."""
+    params: tuple[str, ...]
+    """Symbolic integer sizes, in declaration order."""
+    arrays: tuple[Array, ...]
+    """Array arguments, in declaration order."""
+    scalars: tuple[Scalar, ...]
+    """Scalar arguments, in declaration order."""
+    statements: tuple[Statement, ...]
+    """Statements, in the order they were added."""
+    context: isl.Set
+    """Constraints assumed on the parameters (a parameter-only set)."""
+    _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
+    """Memo of derived isl objects (not part of the value)."""
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.params, self.arrays, self.scalars, tuple(s.name for s in self.statements)))
+
+    # -- lookups -------------------------------------------------------------------------------------
+    def array(self, name: str) -> Array:
+        for a in self.arrays:
+            if a.name == name:
+                return a
+        raise ProgramError(f"program {self.name!r} has no array {name!r}")
+
+    def scalar(self, name: str) -> Scalar:
+        for s in self.scalars:
+            if s.name == name:
+                return s
+        raise ProgramError(f"program {self.name!r} has no scalar {name!r}")
+
+    def statement(self, name: str) -> Statement:
+        for s in self.statements:
+            if s.name == name:
+                return s
+        raise ProgramError(f"program {self.name!r} has no statement {name!r}")
+
+    @property
+    def depth(self) -> int:
+        """Deepest loop nesting of any statement."""
+        return max((len(s.iterators) for s in self.statements), default=0)
+
+    # -- the polyhedral model as islpy objects ---------------------------------------------------------
+    def _memo(self, key: str, make):  # type: ignore[no-untyped-def]
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    @property
+    def domain(self) -> isl.UnionSet:
+        """Union of all iteration domains."""
+        def make() -> isl.UnionSet:
+            u = isl.UnionSet.empty(self.context.get_space())
+            for s in self.statements:
+                u = u.union(isl.UnionSet.from_set(s.domain))
+            return u.intersect_params(self.context)
+        return self._memo("domain", make)
+
+    @property
+    def writes(self) -> isl.UnionMap:
+        """Union of the write accesses ``{ S[i] -> A[...] }``."""
+        def make() -> isl.UnionMap:
+            u = isl.UnionMap.empty(self.context.get_space())
+            for s in self.statements:
+                u = u.union(isl.UnionMap.from_map(s.access_map(s.target, self.params)))
+            return u.intersect_params(self.context)
+        return self._memo("writes", make)
+
+    @property
+    def reads(self) -> isl.UnionMap:
+        """Union of the read accesses."""
+        def make() -> isl.UnionMap:
+            u = isl.UnionMap.empty(self.context.get_space())
+            for s in self.statements:
+                for acc in s.reads:
+                    u = u.union(isl.UnionMap.from_map(s.access_map(acc, self.params)))
+            return u.intersect_params(self.context)
+        return self._memo("reads", make)
+
+    @property
+    def schedule(self) -> isl.UnionMap:
+        """The original execution order as a map to a ``2d+1``-dimensional time space."""
+        def make() -> isl.UnionMap:
+            width = 2 * self.depth + 1
+            u = isl.UnionMap.empty(self.context.get_space())
+            for s in self.statements:
+                time: list[str] = []
+                for k, it in enumerate(s.iterators):
+                    time += [str(s.position[k]), it]
+                time.append(str(s.position[len(s.iterators)]))
+                time += ["0"] * (width - len(time))
+                m = isl.Map(f"{params_prefix(self.params)}{{ {s.name}[{', '.join(s.iterators)}] -> "
+                            f"[{', '.join(time)}] }}")
+                u = u.union(isl.UnionMap.from_map(m.intersect_domain(s.domain)))
+            return u.intersect_params(self.context)
+        return self._memo("schedule", make)

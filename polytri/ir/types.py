@@ -1,0 +1,107 @@
+"""Type inference for expression trees (rules in :mod:`polytri.dtypes`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import dtypes
+from ..dtypes import BOOL, INT64, VType
+from ..errors import TypeCheckError
+from .affine import const_value
+from .expr import COMPARE_OPS, Access, Binary, Call, Cast, Const, Expr, Unary, Var
+from .printer import expr_to_str
+
+#: Looks up the dtype of an array or scalar by name.
+DTypeOf = Callable[[str], dtypes.DType]
+
+
+def infer(e: Expr, array_dtype: DTypeOf, scalar_dtype: DTypeOf) -> VType:
+    """The type of ``e``; raise :class:`TypeCheckError` on an ill-typed expression."""
+    return Typer(array_dtype, scalar_dtype)(e)
+
+
+def program_typer(program: object) -> Typer:
+    """A :class:`Typer` for the arrays and scalars of a :class:`~polytri.ir.program.Program`."""
+    arrays = {a.name: dtypes.dtype(a.dtype) for a in program.arrays}  # type: ignore[attr-defined]
+    scalars = {s.name: dtypes.dtype(s.dtype) for s in program.scalars}  # type: ignore[attr-defined]
+    return Typer(arrays.__getitem__, scalars.__getitem__)
+
+
+class Typer:
+    """Computes (and memoizes, per structurally equal node) the type of every expression node."""
+
+    def __init__(self, array_dtype: DTypeOf, scalar_dtype: DTypeOf):
+        self.array_dtype = array_dtype
+        self.scalar_dtype = scalar_dtype
+        self._memo: dict[Expr, VType] = {}
+
+    def __call__(self, e: Expr) -> VType:
+        t = self._memo.get(e)
+        if t is None:
+            t = self._memo[e] = self.run(e)
+        return t
+
+    def operand_type(self, e: Expr) -> VType:
+        """The type ``e``'s operands are converted to before the operation (comparisons: promoted)."""
+        if isinstance(e, Binary) and e.op in COMPARE_OPS:
+            return dtypes.promote(self(e.lhs), self(e.rhs))
+        if isinstance(e, Call) and e.func == "where":
+            return self(e)
+        return self(e)
+
+    def run(self, e: Expr) -> VType:
+        if isinstance(e, Const):
+            v = e.value
+            if isinstance(v, bool):
+                return VType(BOOL, True)
+            return VType(INT64 if isinstance(v, int) else dtypes.FLOAT64, True)
+        if isinstance(e, Var):
+            if e.kind == "scalar":
+                return VType(self.scalar_dtype(e.name))
+            return VType(INT64, True)
+        if isinstance(e, Access):
+            return VType(self.array_dtype(e.array))
+        if isinstance(e, Cast):
+            self(e.operand)
+            return VType(dtypes.dtype(e.dtype))
+        if isinstance(e, Unary):
+            t = self(e.operand)
+            return VType(INT64, t.weak) if t.dtype is BOOL else t
+        if isinstance(e, Binary):
+            return self.binary(e)
+        if isinstance(e, Call):
+            return self.call(e)
+        raise TypeError(f"not an expression node: {e!r}")
+
+    def binary(self, e: Binary) -> VType:
+        a, b = self(e.lhs), self(e.rhs)
+        if e.op in COMPARE_OPS:
+            return VType(BOOL)
+        if e.op == "/":
+            return dtypes.true_div(a, b)
+        if e.op == "**":
+            n = const_value(e.rhs)
+            if n is None:
+                raise TypeCheckError(f"in {expr_to_str(e)}: the exponent of ** must be an integer constant")
+            if n < 0 and a.dtype.kind != "f":
+                raise TypeCheckError(f"in {expr_to_str(e)}: negative power of an integer")
+            return VType(INT64, a.weak) if a.dtype is BOOL else a
+        return dtypes.arith(a, b)
+
+    def call(self, e: Call) -> VType:
+        ts = [self(a) for a in e.args]
+        f = e.func
+        if f in ("exp", "log", "sqrt", "tanh", "sigmoid", "erf"):
+            return dtypes.floating(ts[0])
+        if f in ("floor", "ceil"):
+            return ts[0] if ts[0].dtype is not BOOL else VType(INT64, ts[0].weak)
+        if f == "abs":
+            return ts[0] if ts[0].dtype is not BOOL else VType(INT64, ts[0].weak)
+        if f in ("min", "max"):
+            return dtypes.promote(ts[0], ts[1])
+        if f == "where":
+            if ts[0].dtype is not BOOL:
+                raise TypeCheckError(f"in {expr_to_str(e)}: the condition of where() must be a comparison "
+                                     f"(bool), got {ts[0].dtype}")
+            return dtypes.promote(ts[1], ts[2])
+        raise TypeCheckError(f"unknown function {f!r}")

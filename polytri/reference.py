@@ -1,0 +1,295 @@
+"""``pt.reference``: the original-order interpreter, the ground truth of every test.
+
+It is deliberately simple and independent of the compilers: isl enumerates every statement instance,
+instances are sorted by the original schedule, and each statement runs as a small generated Python
+function on numpy scalars, with the type rules of :mod:`polytri.dtypes` made explicit by casts.
+Work happens on copies, which are written back only when the whole run succeeded.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+import islpy as isl
+import numpy as np
+
+from . import dtypes
+from .args import bind, is_torch_tensor
+from .dtypes import BFLOAT16, FLOAT16, DType
+from .ir.builder import to_program
+from .ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, Var
+from .ir.printer import format_const
+from .ir.program import Program, Statement
+from .ir.types import Typer, program_typer
+
+log = logging.getLogger("polytri.reference")
+
+
+# -- numeric helpers shared by the generated code ----------------------------------------------------
+def _round_bf16(x: Any) -> np.float32:
+    """Round a float32 value to the nearest bfloat16 (ties to even), returned as float32."""
+    bits = np.array(x, dtype=np.float32).view(np.uint32)
+    if np.isnan(np.float32(x)):
+        return np.float32(x)
+    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
+    return bits.astype(np.uint32).view(np.float32)[()]
+
+
+def _round_f16(x: Any) -> np.float32:
+    return np.float32(np.float16(np.float32(x)))
+
+
+def _to_int(nptype: type) -> Callable[[Any], Any]:
+    def conv(x: Any) -> Any:
+        if isinstance(x, (float, np.floating)):
+            x = math.trunc(x) if math.isfinite(x) else 0
+        return np.array(int(x) & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64).astype(np.int64).astype(nptype)[()]
+    return conv
+
+
+CASTS: dict[str, Callable[[Any], Any]] = {
+    "bool": lambda x: np.bool_(x),
+    "int8": _to_int(np.int8),
+    "int32": _to_int(np.int32),
+    "int64": _to_int(np.int64),
+    "float16": _round_f16,
+    "bfloat16": lambda x: _round_bf16(np.float32(x)),
+    "float32": np.float32,
+    "float64": np.float64,
+}
+
+
+def _floordiv(a: Any, b: Any) -> Any:
+    if isinstance(a, (int, np.integer)) and b == 0:
+        return type(a)(0)
+    return a // b
+
+
+def _mod(a: Any, b: Any) -> Any:
+    if isinstance(a, (int, np.integer)) and b == 0:
+        return type(a)(0)
+    return a % b
+
+
+def _powi(x: Any, n: int, rnd: Callable[[Any], Any]) -> Any:
+    if n == 0:
+        return rnd(1)
+    r = x
+    for _ in range(abs(n) - 1):
+        r = rnd(r * x)
+    return rnd(rnd(1) / r) if n < 0 else r
+
+
+def _sigmoid(x: Any, rnd: Callable[[Any], Any]) -> Any:
+    one = rnd(1)
+    return rnd(one / rnd(one + rnd(np.exp(-x))))
+
+
+def _erf(x: Any, rnd: Callable[[Any], Any]) -> Any:
+    return rnd(math.erf(float(x)))
+
+
+def _min(a: Any, b: Any) -> Any:
+    return a if a < b else b
+
+
+def _max(a: Any, b: Any) -> Any:
+    return a if a > b else b
+
+
+_ENV = {"np": np, "_floordiv": _floordiv, "_mod": _mod, "_powi": _powi, "_sigmoid": _sigmoid,
+        "_erf": _erf, "_min": _min, "_max": _max, **{f"_to_{k}": v for k, v in CASTS.items()}}
+
+
+# -- expression printing ------------------------------------------------------------------------------
+def _is16(d: DType) -> bool:
+    return d in (FLOAT16, BFLOAT16)
+
+
+class _PyPrinter:
+    """Prints a statement body as Python with explicit numpy-typed conversions."""
+
+    def __init__(self, typer: Typer):
+        self.t = typer
+
+    def conv(self, e: Expr, to: DType) -> str:
+        src = self.t(e)
+        code = self.expr(e)
+        if not src.weak and src.dtype == to:
+            return code
+        if src.weak and isinstance(e, Const) and to.kind == "f" and not _is16(to):
+            return f"np.{to.name}({code})"
+        return f"_to_{to.name}({code})"
+
+    def rnd(self, d: DType) -> str:
+        return f"_to_{d.name}" if _is16(d) else f"np.{d.name}" if d.kind == "f" else f"_to_{d.name}"
+
+    def expr(self, e: Expr) -> str:
+        t = self.t(e)
+        if isinstance(e, Const):
+            return format_const(e.value) if not (isinstance(e.value, float) and math.isinf(e.value)) else \
+                ("float('inf')" if e.value > 0 else "float('-inf')")
+        if isinstance(e, Var):
+            return e.name
+        if isinstance(e, Access):
+            return f"{e.array}[{', '.join(self.expr(i) for i in e.index)}]"
+        if isinstance(e, Cast):
+            return f"_to_{e.dtype}({self.expr(e.operand)})"
+        if t.weak:
+            return self.weak(e)
+        d = t.dtype
+        if isinstance(e, Unary):
+            return f"(-{self.conv(e.operand, d)})"
+        if isinstance(e, Binary):
+            return self.binary(e, d)
+        if isinstance(e, Call):
+            return self.call(e, d)
+        raise TypeError(e)
+
+    def weak(self, e: Expr) -> str:
+        """Python-number arithmetic: both operands weak, so ints stay ints and floats are float64."""
+        if isinstance(e, Unary):
+            return f"(-{self.expr(e.operand)})"
+        if isinstance(e, Binary):
+            a, b = self.expr(e.lhs), self.expr(e.rhs)
+            if e.op == "/":
+                return f"(float({a}) / float({b}) if float({b}) != 0 else float(np.float64({a}) / np.float64({b})))"
+            if e.op == "//":
+                return f"_floordiv({a}, {b})"
+            if e.op == "%":
+                return f"_mod({a}, {b})"
+            return f"({a} {e.op} {b})"
+        if isinstance(e, Call):
+            args = [self.expr(a) for a in e.args]
+            if e.func == "where":
+                return f"({args[1]} if {args[0]} else {args[2]})"
+            if e.func in ("min", "max"):
+                return f"_{e.func}({args[0]}, {args[1]})"
+            return self.call(e, self.t(e).dtype)
+        raise TypeError(e)
+
+    def binary(self, e: Binary, d: DType) -> str:
+        if e.op in ("<", "<=", ">", ">=", "==", "!="):
+            od = self.t.operand_type(e).dtype
+            return f"({self.conv(e.lhs, od)} {e.op} {self.conv(e.rhs, od)})"
+        if e.op == "**":
+            from .ir.affine import const_value
+            return f"_powi({self.conv(e.lhs, d)}, {const_value(e.rhs)}, {self.rnd(d)})"
+        a, b = self.conv(e.lhs, d), self.conv(e.rhs, d)
+        if e.op == "//":
+            code = f"_floordiv({a}, {b})"
+        elif e.op == "%":
+            code = f"_mod({a}, {b})"
+        else:
+            code = f"({a} {e.op} {b})"
+        return f"_to_{d.name}({code})" if (_is16(d) or d.kind != "f") else code
+
+    def call(self, e: Call, d: DType) -> str:
+        f = e.func
+        if f == "where":
+            return f"({self.conv(e.args[1], d)} if {self.expr(e.args[0])} else {self.conv(e.args[2], d)})"
+        if f in ("min", "max"):
+            return f"_{f}({self.conv(e.args[0], d)}, {self.conv(e.args[1], d)})"
+        x = self.conv(e.args[0], d)
+        compute = "float32" if _is16(d) else d.name
+        if f == "sigmoid":
+            return f"_sigmoid(np.{compute}({x}), {self.rnd(d)})"
+        if f == "erf":
+            return f"_erf({x}, {self.rnd(d)})"
+        if f in ("floor", "ceil", "abs") and d.kind != "f":
+            return f"_to_{d.name}(abs({x}))" if f == "abs" else x
+        np_name = {"abs": "abs", "floor": "floor", "ceil": "ceil", "exp": "exp", "log": "log", "sqrt": "sqrt",
+                   "tanh": "tanh"}[f]
+        return f"{self.rnd(d)}(np.{np_name}(np.{compute}({x})))"
+
+
+def _statement_function(st: Statement, program: Program, typer: Typer) -> Callable[..., None]:
+    pr = _PyPrinter(typer)
+    target_dt = dtypes.dtype(program.array(st.target.array).dtype)
+    value = pr.conv(st.value, target_dt)
+    if target_dt is FLOAT16:
+        value = f"np.float16({value})"
+    args = [a.name for a in program.arrays] + [s.name for s in program.scalars] + list(program.params)
+    idx = ", ".join(pr.expr(i) for i in st.target.index)
+    unpack = ", ".join(st.iterators) + ("," if len(st.iterators) == 1 else "")
+    loop_var = f"({unpack})" if st.iterators else "_"
+    src = (f"def run_{st.name}(_points, {', '.join(args)}):\n"
+           f"    for {loop_var} in _points:\n"
+           f"        {st.target.array}[{idx}] = {value}\n")
+    ns = dict(_ENV)
+    exec(compile(src, f"<polytri reference {program.name}.{st.name}>", "exec"), ns)
+    fn = ns[f"run_{st.name}"]
+    fn.source = src  # type: ignore[attr-defined]
+    return fn
+
+
+# -- enumeration of instances ----------------------------------------------------------------------
+def _instances(st: Statement, params: dict[str, int], context: isl.Set) -> list[tuple[int, ...]]:
+    dom = st.domain.intersect_params(context)
+    for i in range(dom.dim(isl.dim_type.param)):
+        name = dom.get_dim_name(isl.dim_type.param, i)
+        dom = dom.fix_val(isl.dim_type.param, i, isl.Val.int_from_si(dom.get_ctx(), params[name]))
+    n = dom.dim(isl.dim_type.set)
+    pts: list[tuple[int, ...]] = []
+
+    def visit(p: isl.Point) -> None:
+        pts.append(tuple(p.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(n)))
+
+    dom.foreach_point(visit)
+    return pts
+
+
+def _time(st: Statement, point: tuple[int, ...]) -> tuple[int, ...]:
+    t: list[int] = []
+    for k, v in enumerate(point):
+        t += [st.position[k], v]
+    t.append(st.position[len(point)])
+    return tuple(t)
+
+
+# -- working copies --------------------------------------------------------------------------------
+def _working_copy(x: Any, dt: DType) -> np.ndarray:
+    if is_torch_tensor(x):
+        import torch
+        t = x.detach()
+        if dt is BFLOAT16:
+            return t.to(torch.float32).numpy().copy()
+        return t.numpy().copy()
+    return np.array(x, copy=True)
+
+
+def _write_back(x: Any, work: np.ndarray, dt: DType) -> None:
+    if is_torch_tensor(x):
+        import torch
+        src = torch.from_numpy(work)
+        with torch.no_grad():
+            x.copy_(src.to(x.dtype))
+    else:
+        x[...] = work
+
+
+def reference(program: object, **kwargs: Any) -> None:
+    """Run ``program`` in its original order, in place on the given arrays (the oracle)."""
+    prog = to_program(program)
+    bound = bind(prog, kwargs)
+    typer = program_typer(prog)
+    fns = {st.name: _statement_function(st, prog, typer) for st in prog.statements}
+    events: list[tuple[tuple[int, ...], int, tuple[int, ...]]] = []
+    for k, st in enumerate(prog.statements):
+        events.extend((_time(st, pt), k, pt) for pt in _instances(st, bound.params, prog.context))
+    events.sort()
+    dts = {a.name: dtypes.dtype(a.dtype) for a in prog.arrays}
+    work = {name: _working_copy(x, dts[name]) for name, x in bound.arrays.items()}
+    call_args = [work[a.name] for a in prog.arrays] + [bound.scalars[s.name] for s in prog.scalars] + \
+        [bound.params[p] for p in prog.params]
+    with np.errstate(all="ignore"):
+        for k, group in itertools.groupby(events, key=lambda ev: ev[1]):
+            st = prog.statements[k]
+            fns[st.name]([ev[2] for ev in group], *call_args)
+    for name, x in bound.arrays.items():
+        _write_back(x, work[name], dts[name])
+    log.debug("reference run of %s: %d instances", prog.name, len(events))
