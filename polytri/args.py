@@ -129,7 +129,10 @@ def _convert_scalar(program: Program, name: str, value: Any) -> Any:
     if dt.kind in ("i", "b") and not isinstance(value, numbers.Integral):
         raise ArgumentError(f"{program.name}: scalar {name!r} is {dt.name}, got {value!r}")
     if dt.kind == "f":
-        return np.float32(value) if dt.bits <= 32 else np.float64(value)
+        if dt.bits == 16:
+            from .reference import CASTS
+            return CASTS[dt.name](value)
+        return np.float32(value) if dt.bits == 32 else np.float64(value)
     return dtypes.numpy_dtype(dt).type(value)
 
 

@@ -21,6 +21,7 @@ from . import dtypes
 from .args import bind, is_torch_tensor
 from .dtypes import BFLOAT16, FLOAT16, DType
 from .ir.builder import to_program
+from .ir.verify import check_bounds
 from .ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, Var
 from .ir.printer import format_const
 from .ir.program import Program, Statement
@@ -64,7 +65,9 @@ CASTS: dict[str, Callable[[Any], Any]] = {
 
 
 def _floordiv(a: Any, b: Any) -> Any:
-    if isinstance(a, (int, np.integer)) and b == 0:
+    if isinstance(a, (float, np.floating)):
+        return np.floor(a / b)
+    if b == 0:
         return type(a)(0)
     return a // b
 
@@ -85,8 +88,8 @@ def _powi(x: Any, n: int, rnd: Callable[[Any], Any]) -> Any:
 
 
 def _sigmoid(x: Any, rnd: Callable[[Any], Any]) -> Any:
-    one = rnd(1)
-    return rnd(one / rnd(one + rnd(np.exp(-x))))
+    one = type(x)(1)
+    return rnd(one / (one + np.exp(-x)))
 
 
 def _erf(x: Any, rnd: Callable[[Any], Any]) -> Any:
@@ -275,6 +278,7 @@ def _write_back(x: Any, work: np.ndarray, dt: DType) -> None:
 def reference(program: object, **kwargs: Any) -> None:
     """Run ``program`` in its original order, in place on the given arrays (the oracle)."""
     prog = to_program(program)
+    check_bounds(prog)
     bound = bind(prog, kwargs)
     typer = program_typer(prog)
     fns = {st.name: _statement_function(st, prog, typer) for st in prog.statements}

@@ -8,6 +8,7 @@ as it arrives (names, ranks, affinity, types), and freezes into an immutable
 from __future__ import annotations
 
 import keyword
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ def check_identifier(name: str, what: str) -> None:
         raise ProgramError(f"{what} name {name!r} is not a valid identifier")
     if name in RESERVED:
         raise ProgramError(f"{what} name {name!r} is reserved (it is a function, dtype or isl keyword)")
+    if re.fullmatch(r"c[0-9]+", name):
+        raise ProgramError(f"{what} name {name!r} is reserved for the loop counters of generated code")
     if name.startswith("pt_") or name.startswith("_"):
         raise ProgramError(f"{what} name {name!r}: names starting with 'pt_' or '_' are reserved for generated code")
 

@@ -1,0 +1,81 @@
+"""``pt.compile``: program -> verified, scheduled, generated, built kernel."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from .cpu_codegen.build import DEFAULT_FLAGS, build_library
+from .cpu_codegen.cgen import CodegenOptions, generate_c
+from .cpu_codegen.kernel import CpuKernel
+from .errors import OptionError, UnsupportedError
+from .ir.builder import to_program
+from .ir.verify import verify
+from .loop_ast import build_loop_ast, walk, For
+from .schedule.dependences import compute_dependences
+from .schedule.schedule import is_legal, original_schedule
+
+log = logging.getLogger("polytri.compile")
+
+TARGETS = ("cpu", "nvgpu", "amdgpu")
+
+#: Options of the cpu target, with their defaults and a description.
+CPU_OPTIONS: dict[str, tuple[Any, str]] = {
+    "openmp": (True, "parallelize the outermost parallel loop of each nest with OpenMP"),
+    "simd": (True, "mark innermost parallel loops '#pragma omp simd'"),
+    "threads": (None, "OpenMP thread count (default: OpenMP's own)"),
+    "cc": (None, "C compiler (default: $CC or 'cc')"),
+    "cflags": ((), "extra compiler flags, appended to the defaults"),
+}
+
+
+def _check_options(target: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    opts = dict(options or {})
+    unknown = sorted(set(opts) - set(CPU_OPTIONS))
+    if unknown:
+        raise OptionError(f"unknown option(s) {', '.join(map(repr, unknown))} for target {target!r}; known: "
+                          f"{', '.join(CPU_OPTIONS)}")
+    merged = {k: opts.get(k, default) for k, (default, _) in CPU_OPTIONS.items()}
+    for flag in ("openmp", "simd"):
+        if not isinstance(merged[flag], bool):
+            raise OptionError(f"option {flag!r} must be True or False, got {merged[flag]!r}")
+    t = merged["threads"]
+    if t is not None and (isinstance(t, bool) or not isinstance(t, int) or t < 1):
+        raise OptionError(f"option 'threads' must be a positive int, got {t!r}")
+    if isinstance(merged["cflags"], str):
+        merged["cflags"] = tuple(shlex.split(merged["cflags"]))
+    merged["cflags"] = tuple(merged["cflags"])
+    merged["cc"] = merged["cc"] or os.environ.get("CC") or "cc"
+    return merged
+
+
+def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | None = None) -> CpuKernel:
+    """Compile a program (builder, frozen IR or ``@pt.kernel``) for ``target``."""
+    if target not in TARGETS:
+        raise OptionError(f"unknown target {target!r}; known targets: {', '.join(TARGETS)}")
+    if target != "cpu":
+        raise UnsupportedError(f"target {target!r} is not implemented yet: the Triton backend is still to be "
+                               f"written; use target='cpu'")
+    prog = to_program(program)
+    opts = _check_options(target, options)
+    verify(prog)
+    deps = compute_dependences(prog)
+    schedule = original_schedule(prog, deps)
+    if not is_legal(schedule.map, deps):  # the original order is legal by construction; checked anyway
+        raise AssertionError(f"{prog.name}: the original schedule violates a dependence")
+    ast = build_loop_ast(prog, schedule)
+    decisions = [f"schedule: the original order ({schedule.origin})"]
+    for n in walk(ast):
+        if isinstance(n, For):
+            what = "parallel" if n.parallel else "carries a dependence"
+            decisions.append(f"loop {n.var} (time dimension {n.dim}): {what}")
+    cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"])
+    function = f"pt_{prog.name}"
+    source = generate_c(prog, ast, function=function, options=cg)
+    flags = DEFAULT_FLAGS + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ()) + opts["cflags"]
+    library = build_library(source, cc=opts["cc"], flags=flags)
+    decisions.append(f"built with {opts['cc']} {' '.join(flags)}")
+    return CpuKernel(prog, schedule, deps, source, library, function, opts, decisions)

@@ -1,0 +1,1 @@
+"""C/OpenMP code generation, building and calling."""

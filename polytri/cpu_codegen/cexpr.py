@@ -1,0 +1,191 @@
+"""Expression trees -> C expressions, with precedence-aware parentheses and explicit conversions.
+
+The type rules of :mod:`polytri.dtypes` are made explicit: each operand is converted to the operation's
+type; values of 16-bit float type live in ``float`` variables and are rounded after each operation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..dtypes import BFLOAT16, FLOAT16, INT64, DType
+from ..ir.affine import const_value
+from ..ir.expr import COMPARE_OPS, Access, Binary, Call, Cast, Const, Expr, Unary, Var
+from ..ir.types import Typer
+from .. import dtypes
+
+PRIMARY, UNARY, MUL, ADD, REL, EQ, AND, OR, COND = 16, 15, 13, 12, 10, 9, 5, 4, 3
+_BIN_PREC = {"*": MUL, "/": MUL, "%": MUL, "+": ADD, "-": ADD, "<": REL, "<=": REL, ">": REL, ">=": REL,
+             "==": EQ, "!=": EQ, "and": AND, "or": OR}
+_C_OP = {"and": "&&", "or": "||"}
+
+
+@dataclass(frozen=True, slots=True)
+class C:
+    """A piece of C expression text and the precedence of its top operator."""
+
+    text: str
+    prec: int
+
+    def at(self, prec: int) -> str:
+        """The text, parenthesized unless it binds at least as tightly as ``prec``."""
+        return self.text if self.prec >= prec else f"({self.text})"
+
+
+def binop(op: str, a: C, b: C) -> C:
+    p = _BIN_PREC[op]
+    return C(f"{a.at(p)} {_C_OP.get(op, op)} {b.at(p + 1)}", p)
+
+
+def call(fn: str, *args: C) -> C:
+    return C(f"{fn}({', '.join(a.text for a in args)})", PRIMARY)
+
+
+def cast(ctype: str, a: C) -> C:
+    return C(f"({ctype}){a.at(UNARY)}", UNARY)
+
+
+def c_int(v: int) -> C:
+    text = str(v) if -(2**31) < v < 2**31 else f"INT64_C({v})"
+    return C(text, PRIMARY if v >= 0 else UNARY)
+
+
+def c_float(v: float, d: DType) -> C:
+    if math.isinf(v):
+        return C("INFINITY" if v > 0 else "-INFINITY", PRIMARY if v > 0 else UNARY)
+    text = repr(float(v))
+    if "e" not in text and "." not in text and "n" not in text:
+        text += ".0"
+    if d.c_compute == "float":
+        text += "f"
+    return C(text, PRIMARY if v >= 0 else UNARY)
+
+
+def index_expr(e: Expr) -> C:
+    """An integer (affine or loop-bound) expression in int64_t arithmetic."""
+    v = const_value(e)
+    if v is not None:
+        return c_int(v)
+    if isinstance(e, Var):
+        return C(e.name, PRIMARY)
+    if isinstance(e, Unary):
+        return C(f"-{index_expr(e.operand).at(UNARY)}", UNARY)
+    if isinstance(e, Binary):
+        a, b = index_expr(e.lhs), index_expr(e.rhs)
+        if e.op == "//":
+            return call("pt_floordiv_i64", a, b)
+        if e.op == "%":
+            return call("pt_mod_i64", a, b)
+        return binop(e.op, a, b)
+    if isinstance(e, Call):
+        args = [index_expr(a) for a in e.args]
+        if e.func in ("min", "max"):
+            return call(f"pt_{e.func}_int64_t", *args)
+        if e.func == "where":
+            return C(f"{args[0].at(OR)} ? {args[1].at(OR)} : {args[2].at(COND)}", COND)
+    raise TypeError(f"not an index expression: {e!r}")
+
+
+def _is16(d: DType) -> bool:
+    return d in (FLOAT16, BFLOAT16)
+
+
+class CExprPrinter:
+    """Prints statement bodies; ``access`` prints an array element reference (without conversion)."""
+
+    def __init__(self, typer: Typer, array_ref):  # type: ignore[no-untyped-def]
+        self.t = typer
+        self.array_ref = array_ref
+
+    def rnd(self, d: DType, x: C) -> C:
+        """Round a ``float`` holding a 16-bit-typed result; identity for other types."""
+        if d is FLOAT16:
+            return call("pt_round_f16", x)
+        if d is BFLOAT16:
+            return call("pt_round_bf16", x)
+        return x
+
+    def conv(self, e: Expr, to: DType) -> C:
+        """``e`` converted to ``to``'s compute representation."""
+        src = self.t(e)
+        code = self.expr(e)
+        if not src.weak and src.dtype == to:
+            return code
+        if isinstance(e, Const) and not isinstance(e.value, bool):
+            if to.kind == "f":
+                return self.rnd(to, c_float(float(e.value), to))
+            if isinstance(e.value, int) and to is INT64:
+                return code
+        return self.rnd(to, cast(to.c_compute, code))
+
+    def expr(self, e: Expr) -> C:
+        t = self.t(e)
+        d = t.dtype
+        if isinstance(e, Const):
+            if isinstance(e.value, bool):
+                return C("true" if e.value else "false", PRIMARY)
+            if isinstance(e.value, int):
+                return c_int(e.value)
+            return c_float(e.value, dtypes.FLOAT64)
+        if isinstance(e, Var):
+            return C(e.name, PRIMARY)
+        if isinstance(e, Access):
+            ref = self.array_ref(e)
+            if d is FLOAT16:
+                return cast("float", ref)
+            if d is BFLOAT16:
+                return call("pt_bf16_to_f32", ref)
+            return ref
+        if isinstance(e, Cast):
+            return self.conv(e.operand, dtypes.dtype(e.dtype))
+        if isinstance(e, Unary):
+            x = self.conv(e.operand, d)
+            return self.narrow(d, C(f"-{x.at(UNARY)}", UNARY))
+        if isinstance(e, Binary):
+            return self.binary(e, d)
+        if isinstance(e, Call):
+            return self.call(e, d)
+        raise TypeError(e)
+
+    def narrow(self, d: DType, x: C) -> C:
+        """Integer results narrower than ``int`` are truncated back to their type (wrap-around)."""
+        if d.kind in ("i", "b") and d.bits < 64:
+            return cast(d.c_type, x)
+        return self.rnd(d, x)
+
+    def binary(self, e: Binary, d: DType) -> C:
+        if e.op in COMPARE_OPS:
+            od = self.t.operand_type(e).dtype
+            return binop(e.op, self.conv(e.lhs, od), self.conv(e.rhs, od))
+        if e.op == "**":
+            n = const_value(e.rhs)
+            return call(f"pt_powi_{d.name}", self.conv(e.lhs, d), c_int(int(n or 0)))
+        a, b = self.conv(e.lhs, d), self.conv(e.rhs, d)
+        if e.op in ("//", "%"):
+            if d.kind == "f":
+                fn = {"//": "pt_floordiv", "%": "pt_mod"}[e.op] + ("_f64" if d.c_compute == "double" else "_f32")
+                return self.rnd(d, call(fn, a, b))
+            fn = {"//": "pt_floordiv_i64", "%": "pt_mod_i64"}[e.op]
+            return self.narrow(d, call(fn, a, b))
+        return self.narrow(d, binop(e.op, a, b))
+
+    def call(self, e: Call, d: DType) -> C:
+        f = e.func
+        if f == "where":
+            c = self.expr(e.args[0])
+            a, b = self.conv(e.args[1], d), self.conv(e.args[2], d)
+            return C(f"{c.at(OR)} ? {a.at(OR)} : {b.at(COND)}", COND)
+        if f in ("min", "max"):
+            return call(f"pt_{f}_{d.c_compute.replace(' ', '_')}", self.conv(e.args[0], d), self.conv(e.args[1], d))
+        x = self.conv(e.args[0], d)
+        if d.kind != "f":
+            if f == "abs":
+                return self.narrow(d, call("pt_abs_i64", x))
+            return x  # floor / ceil of an integer
+        suffix = "f" if d.c_compute == "float" else ""
+        if f == "sigmoid":
+            return self.rnd(d, call(f"pt_sigmoid_{'f32' if suffix else 'f64'}", x))
+        name = {"abs": "fabs", "floor": "floor", "ceil": "ceil", "exp": "exp", "log": "log", "sqrt": "sqrt",
+                "tanh": "tanh", "erf": "erf"}[f]
+        return self.rnd(d, call(name + suffix, x))

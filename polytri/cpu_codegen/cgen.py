@@ -1,0 +1,134 @@
+"""Loop AST + program -> one C translation unit with an OpenMP-annotated function.
+
+The function takes, in order: one pointer per array (declaration order), one value per scalar, one
+``int64_t`` per parameter, and the requested thread count (``<= 0``: OpenMP's default).  Inside, each
+array pointer is re-declared as a pointer to a variable-length array, so accesses read ``A[i][j]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes
+from ..ir.expr import Access, Binary, Var
+from ..ir.program import Program, Statement
+from ..ir.types import program_typer
+from ..loop_ast import Block, For, If, Node, Run
+from .cexpr import C, CExprPrinter, call, index_expr
+from .prelude import prelude
+
+
+@dataclass(frozen=True)
+class CodegenOptions:
+    """What the C printer may emit."""
+
+    openmp: bool = True
+    """``#pragma omp parallel for`` on the outermost parallel loop of each nest."""
+    simd: bool = True
+    """``#pragma omp simd`` on innermost parallel loops."""
+
+
+def _array_ref(program: Program):  # type: ignore[no-untyped-def]
+    def ref(acc: Access) -> C:
+        idx = "".join(f"[{index_expr(i).text}]" for i in acc.index)
+        return C(f"{acc.array}{idx}", 16)
+    return ref
+
+
+def _signature(program: Program) -> list[str]:
+    args = [f"{dtypes.dtype(a.dtype).c_type} *restrict pt_{a.name}" for a in program.arrays]
+    for s in program.scalars:
+        d = dtypes.dtype(s.dtype)
+        args.append(f"{'float' if d.kind == 'f' and d.bits <= 32 else d.c_type} {s.name}")
+    args += [f"int64_t {p}" for p in program.params]
+    args.append("int pt_num_threads")
+    return args
+
+
+def _array_views(program: Program) -> list[str]:
+    lines = []
+    for a in program.arrays:
+        t = dtypes.dtype(a.dtype).c_type
+        if a.rank == 1:
+            lines.append(f"{t} *restrict {a.name} = pt_{a.name};")
+        else:
+            dims = "".join(f"[{index_expr(e).text}]" for e in a.shape[1:])
+            lines.append(f"{t} (*restrict {a.name}){dims} = ({t} (*){dims})pt_{a.name};")
+    return lines
+
+
+class _Printer:
+    def __init__(self, program: Program, options: CodegenOptions):
+        self.p = program
+        self.opts = options
+        self.stmts = {s.name: s for s in program.statements}
+        self.exprs = CExprPrinter(program_typer(program), _array_ref(program))
+        self.lines: list[str] = []
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("  " * depth + text)
+
+    def node(self, n: Node, depth: int, in_parallel: bool) -> None:
+        if isinstance(n, Block):
+            for c in n.body:
+                self.node(c, depth, in_parallel)
+        elif isinstance(n, For):
+            self.loop(n, depth, in_parallel)
+        elif isinstance(n, If):
+            self.emit(depth, f"if ({index_expr(n.cond).text}) {{")
+            self.node(n.then, depth + 1, in_parallel)
+            if n.orelse is not None:
+                self.emit(depth, "} else {")
+                self.node(n.orelse, depth + 1, in_parallel)
+            self.emit(depth, "}")
+        elif isinstance(n, Run):
+            self.run(self.stmts[n.statement], n, depth)
+        else:
+            raise TypeError(n)
+
+    def loop(self, n: For, depth: int, in_parallel: bool) -> None:
+        # OpenMP needs a canonical loop: the counter compared with a bound
+        canonical = isinstance(n.cond, Binary) and n.cond.op in ("<", "<=", ">", ">=") and n.cond.lhs == Var(n.var, "iter")
+        omp_for = self.opts.openmp and n.parallel and not in_parallel and canonical
+        if omp_for:
+            self.emit(depth, "#pragma omp parallel for num_threads(pt_threads) schedule(static)")
+        elif self.opts.simd and n.parallel and n.innermost and canonical:
+            self.emit(depth, "#pragma omp simd")
+        init, cond = index_expr(n.lower).text, index_expr(n.cond).text
+        self.emit(depth, f"for (int64_t {n.var} = {init}; {cond}; {n.var} += {n.step}) {{")
+        self.node(n.body, depth + 1, in_parallel or omp_for)
+        self.emit(depth, "}")
+
+    def run(self, st: Statement, n: Run, depth: int) -> None:
+        binds = [f"const int64_t {it} = {index_expr(a).text};" for it, a in zip(st.iterators, n.args)]
+        target = dtypes.dtype(self.p.array(st.target.array).dtype)
+        value = self.exprs.conv(st.value, target)
+        if target is dtypes.BFLOAT16:
+            value = call("pt_f32_to_bf16", value)
+        elif target is dtypes.FLOAT16:
+            value = C(f"(_Float16){value.at(15)}", 15)
+        ref = _array_ref(self.p)(st.target).text
+        self.emit(depth, f"{{ /* {st.name}: {st.text()} */")
+        for b in binds:
+            self.emit(depth + 1, b)
+        self.emit(depth + 1, f"{ref} = {value.text};")
+        self.emit(depth, "}")
+
+
+def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOptions) -> str:
+    """The complete C source of ``program`` scanned by ``ast``, as function ``function``."""
+    pr = _Printer(program, options)
+    pr.emit(1, "const int pt_threads = pt_num_threads > 0 ? pt_num_threads : omp_get_max_threads();"
+            if options.openmp else "(void)pt_num_threads;")
+    for line in _array_views(program):
+        pr.emit(1, line)
+    for p in program.params:
+        pr.emit(1, f"(void){p};")
+    pr.node(ast, 1, False)
+    head = f"void {function}({', '.join(_signature(program))})"
+    body = "\n".join(pr.lines)
+    banner = f"/* polytri: program {program.name}, target cpu */\n"
+    return f"{banner}{prelude()}\n{head} {{\n{body}\n}}\n"
+
+
+__all__ = ["CodegenOptions", "generate_c"]

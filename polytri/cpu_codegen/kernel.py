@@ -1,0 +1,115 @@
+"""A compiled CPU kernel: a shared library called through ctypes, zero-copy on contiguous arrays."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from pathlib import Path
+from typing import Any
+
+import islpy as isl
+import numpy as np
+
+from ..args import bind, is_torch_tensor
+from ..ir.program import Program
+from ..schedule.dependences import Dependences
+from ..schedule.schedule import Schedule
+
+log = logging.getLogger("polytri.cpu")
+
+_SCALAR_CTYPES = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+                  "float16": ctypes.c_float, "bfloat16": ctypes.c_float, "float32": ctypes.c_float,
+                  "float64": ctypes.c_double}
+
+
+def _pointer(x: Any) -> tuple[int, Any]:
+    """Data pointer of a C-contiguous view of ``x``, and a copy to write back (or ``None``)."""
+    if is_torch_tensor(x):
+        if x.is_contiguous():
+            return x.data_ptr(), None
+        tmp = x.detach().contiguous()
+        return tmp.data_ptr(), tmp
+    if x.flags.c_contiguous:
+        return x.ctypes.data, None
+    tmp = np.ascontiguousarray(x)
+    return tmp.ctypes.data, tmp
+
+
+def _write_back(x: Any, tmp: Any) -> None:
+    if is_torch_tensor(x):
+        import torch
+        with torch.no_grad():
+            x.copy_(tmp)
+    else:
+        x[...] = tmp
+
+
+class CpuKernel:
+    """``pt.compile(program, target="cpu")``: call it with keyword arguments; it runs in place."""
+
+    def __init__(self, program: Program, schedule: Schedule, deps: Dependences, source: str, library: Path,
+                 function: str, options: dict[str, Any], decisions: list[str]):
+        self.program = program
+        self.source = source
+        """The generated C."""
+        self.library = library
+        """Path of the built shared library (in polytri's cache)."""
+        self.options = dict(options)
+        self.dependences = deps
+        self._schedule = schedule
+        self._decisions = list(decisions)
+        lib = ctypes.CDLL(str(library))
+        fn = getattr(lib, function)
+        fn.restype = None
+        fn.argtypes = ([ctypes.c_void_p] * len(program.arrays)
+                       + [_SCALAR_CTYPES[s.dtype] for s in program.scalars]
+                       + [ctypes.c_int64] * len(program.params) + [ctypes.c_int])
+        self._fn = fn
+        self._lib = lib
+
+    @property
+    def target(self) -> str:
+        return "cpu"
+
+    @property
+    def schedule(self) -> isl.UnionMap:
+        """The final schedule: statement instances -> one common time space, lexicographic order."""
+        return self._schedule.map
+
+    def __call__(self, **kwargs: Any) -> None:
+        bound = bind(self.program, kwargs)
+        pointers, copies = [], []
+        for a in self.program.arrays:
+            ptr, tmp = _pointer(bound.arrays[a.name])
+            pointers.append(ptr)
+            copies.append((bound.arrays[a.name], tmp))
+        scalars = [_SCALAR_CTYPES[s.dtype](bound.scalars[s.name].item()) for s in self.program.scalars]
+        params = [bound.params[p] for p in self.program.params]
+        threads = int(self.options.get("threads") or 0)
+        self._fn(*pointers, *scalars, *params, threads)
+        for x, tmp in copies:
+            if tmp is not None:
+                _write_back(x, tmp)
+
+    def explain(self) -> str:
+        """A readable report: statements, dependences, schedule, parallel loops, build."""
+        p = self.program
+        lines = [f"program {p.name} [{', '.join(p.params)}], target cpu", "", "statements:"]
+        for st in p.statements:
+            lines.append(f"  {st.name}: {st.text()}")
+            lines.append(f"      domain {st.domain}")
+        lines += ["", "dependences:"]
+        for kind in ("flow", "anti", "output"):
+            m = getattr(self.dependences, kind)
+            lines.append(f"  {kind:6s} {'none' if m.is_empty() else m}")
+        lines += ["", f"schedule ({self._schedule.origin}):", f"  {self._schedule.map}"]
+        par = [f"t{k}" for k, v in enumerate(self._schedule.parallel) if v]
+        lines.append(f"  parallel time dimensions: {', '.join(par) or 'none'}")
+        lines += ["", "decisions:"] + [f"  - {d}" for d in self._decisions]
+        lines += ["", f"library: {self.library}"]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<polytri.CpuKernel {self.program.name!r}>"
+
+

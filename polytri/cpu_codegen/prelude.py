@@ -1,0 +1,80 @@
+"""The fixed C helpers every generated file starts with (integer division, rounding, min/max, powers)."""
+
+from __future__ import annotations
+
+HEADER = """\
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define PT_HELPER static inline __attribute__((unused))
+
+/* Floor division and modulo with Python's sign rules; division by zero gives 0 (as numpy does). */
+PT_HELPER int64_t pt_floordiv_i64(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+PT_HELPER int64_t pt_mod_i64(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+PT_HELPER double pt_floordiv_f64(double a, double b) { return floor(a / b); }
+PT_HELPER float pt_floordiv_f32(float a, float b) { return floorf(a / b); }
+PT_HELPER double pt_mod_f64(double a, double b) {
+  double r = fmod(a, b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+PT_HELPER float pt_mod_f32(float a, float b) {
+  float r = fmodf(a, b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+PT_HELPER int64_t pt_abs_i64(int64_t a) { return a < 0 ? -a : a; }
+
+/* 16-bit floats are computed in float and rounded after every operation. */
+PT_HELPER float pt_round_f16(float x) { return (float)(_Float16)x; }
+PT_HELPER float pt_bf16_to_f32(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f;
+}
+PT_HELPER uint16_t pt_f32_to_bf16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  if (isnan(f)) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7FFF + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+PT_HELPER float pt_round_bf16(float x) { return pt_bf16_to_f32(pt_f32_to_bf16(x)); }
+PT_HELPER float pt_sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
+PT_HELPER double pt_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
+"""
+
+_MINMAX = """\
+PT_HELPER {t} pt_min_{n}({t} a, {t} b) {{ return a < b ? a : b; }}
+PT_HELPER {t} pt_max_{n}({t} a, {t} b) {{ return a > b ? a : b; }}
+"""
+
+_POWI = """\
+PT_HELPER {t} pt_powi_{name}({t} x, int64_t n) {{
+  if (n == 0) return ({t})1;
+  {t} r = x;
+  for (int64_t k = 1; k < (n < 0 ? -n : n); k++) r = {rnd}(r * x);
+  return n < 0 ? {rnd}(({t})1 / r) : r;
+}}
+"""
+
+
+def prelude() -> str:
+    """All helpers, as C text."""
+    parts = [HEADER]
+    for t in ("bool", "int8_t", "int32_t", "int64_t", "float", "double"):
+        parts.append(_MINMAX.format(t=t, n=t))
+    rounding = {"float16": "pt_round_f16", "bfloat16": "pt_round_bf16"}
+    for name, t in (("int8", "int8_t"), ("int32", "int32_t"), ("int64", "int64_t"), ("float16", "float"),
+                    ("bfloat16", "float"), ("float32", "float"), ("float64", "double")):
+        rnd = rounding.get(name, f"({t})")
+        parts.append(_POWI.format(t=t, name=name, rnd=rnd))
+    return "\n".join(parts)

@@ -1,0 +1,173 @@
+"""One loop AST for every printer: isl's AST generator, converted to frozen dataclasses.
+
+Loop counters are named ``c<k>`` after the time dimension ``k`` they scan, which is how a loop finds
+its facts (parallel or not) in the :class:`~polytri.schedule.schedule.Schedule`.  Expressions reuse the
+IR's expression nodes; the loop AST adds the operators ``and`` and ``or`` to :class:`Binary`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Union
+
+import islpy as isl
+
+from .ir.expr import Binary, Call, Const, Expr, Unary, Var
+from .ir.program import Program
+from .schedule.schedule import Schedule
+
+
+@dataclass(frozen=True, slots=True)
+class For:
+    """``for (var = lower; cond; var += step) body``."""
+
+    var: str
+    """Loop counter, ``c<dim>``."""
+    dim: int
+    """The time dimension the loop scans."""
+    lower: Expr
+    """Initial value."""
+    cond: Expr
+    """Loop condition (a comparison of ``var`` with the upper bound)."""
+    step: int
+    """Increment."""
+    body: Node
+    """Loop body."""
+    parallel: bool
+    """No dependence is carried by this loop."""
+    innermost: bool
+    """No loop is nested inside."""
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    """A guard."""
+
+    cond: Expr
+    """Condition."""
+    then: Node
+    """Executed when ``cond`` holds."""
+    orelse: Node | None
+    """Executed otherwise, if present."""
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A sequence of nodes."""
+
+    body: tuple[Node, ...]
+    """The nodes, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One instance of a statement: the values of its iterators in terms of the loop counters."""
+
+    statement: str
+    """Statement name."""
+    args: tuple[Expr, ...]
+    """One expression per iterator of the statement."""
+
+
+Node = Union[For, If, Block, Run]
+
+_OPS = {
+    isl.ast_expr_op_type.add: "+", isl.ast_expr_op_type.sub: "-", isl.ast_expr_op_type.mul: "*",
+    isl.ast_expr_op_type.eq: "==", isl.ast_expr_op_type.le: "<=", isl.ast_expr_op_type.lt: "<",
+    isl.ast_expr_op_type.ge: ">=", isl.ast_expr_op_type.gt: ">",
+    isl.ast_expr_op_type.and_: "and", isl.ast_expr_op_type.and_then: "and",
+    isl.ast_expr_op_type.or_: "or", isl.ast_expr_op_type.or_else: "or",
+    isl.ast_expr_op_type.fdiv_q: "//", isl.ast_expr_op_type.pdiv_q: "//", isl.ast_expr_op_type.div: "//",
+    isl.ast_expr_op_type.pdiv_r: "%", isl.ast_expr_op_type.zdiv_r: "%",
+}
+_COUNTER = re.compile(r"c(\d+)$")
+
+
+class _Converter:
+    def __init__(self, params: set[str], schedule: Schedule):
+        self.params = params
+        self.schedule = schedule
+
+    def expr(self, e: isl.AstExpr) -> Expr:
+        kind = e.get_type()
+        if kind == isl.ast_expr_type.int:
+            return Const(int(e.get_val().to_python()))
+        if kind == isl.ast_expr_type.id:
+            name = e.get_id().get_name()
+            return Var(name, "param" if name in self.params else "iter")
+        op = e.get_op_type()
+        args = [self.expr(e.get_op_arg(i)) for i in range(e.get_op_n_arg())]
+        if op == isl.ast_expr_op_type.minus:
+            return Unary("-", args[0])
+        if op in (isl.ast_expr_op_type.min, isl.ast_expr_op_type.max):
+            name = "min" if op == isl.ast_expr_op_type.min else "max"
+            out = args[0]
+            for a in args[1:]:
+                out = Call(name, (out, a))
+            return out
+        if op in (isl.ast_expr_op_type.cond, isl.ast_expr_op_type.select):
+            return Call("where", (args[0], args[1], args[2]))
+        if op in _OPS:
+            out = args[0]
+            for a in args[1:]:
+                out = Binary(_OPS[op], out, a)
+            return out
+        raise NotImplementedError(f"isl AST operator {op} is not supported")
+
+    def node(self, n: isl.AstNode) -> Node:
+        kind = n.get_type()
+        if kind == isl.ast_node_type.block:
+            children = n.block_get_children()
+            return Block(tuple(self.node(children.get_at(i)) for i in range(children.n_ast_node())))
+        if kind == isl.ast_node_type.for_:
+            var = n.for_get_iterator().get_id().get_name()
+            m = _COUNTER.match(var)
+            assert m, f"unexpected loop counter name {var}"
+            dim = int(m.group(1))
+            body = self.node(n.for_get_body())
+            step = int(n.for_get_inc().get_val().to_python())
+            return For(var, dim, self.expr(n.for_get_init()), self.expr(n.for_get_cond()), step, body,
+                       self.schedule.parallel[dim], not _has_loop(body))
+        if kind == isl.ast_node_type.if_:
+            orelse = self.node(n.if_get_else_node()) if n.if_has_else_node() else None
+            return If(self.expr(n.if_get_cond()), self.node(n.if_get_then_node()), orelse)
+        if kind == isl.ast_node_type.user:
+            call = n.user_get_expr()
+            name = call.get_op_arg(0).get_id().get_name()
+            return Run(name, tuple(self.expr(call.get_op_arg(i)) for i in range(1, call.get_op_n_arg())))
+        if kind == isl.ast_node_type.mark:
+            return self.node(n.mark_get_node())
+        raise NotImplementedError(f"isl AST node {kind} is not supported")
+
+
+def _has_loop(n: Node) -> bool:
+    if isinstance(n, For):
+        return True
+    if isinstance(n, Block):
+        return any(_has_loop(c) for c in n.body)
+    if isinstance(n, If):
+        return _has_loop(n.then) or (n.orelse is not None and _has_loop(n.orelse))
+    return False
+
+
+def build_loop_ast(program: Program, schedule: Schedule) -> Node:
+    """Scan ``program``'s domain in the order of ``schedule`` and return the loop AST."""
+    build = isl.AstBuild.from_context(program.context)
+    sched = schedule.map.intersect_domain(program.domain)
+    tree = build.node_from_schedule_map(sched)
+    return _Converter(set(program.params), schedule).node(tree)
+
+
+def walk(n: Node):  # type: ignore[no-untyped-def]
+    """All nodes of a loop AST, in pre-order."""
+    yield n
+    if isinstance(n, For):
+        yield from walk(n.body)
+    elif isinstance(n, Block):
+        for c in n.body:
+            yield from walk(c)
+    elif isinstance(n, If):
+        yield from walk(n.then)
+        if n.orelse is not None:
+            yield from walk(n.orelse)

@@ -1,0 +1,1 @@
+"""Dependence analysis and scheduling."""

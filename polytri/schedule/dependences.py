@@ -1,0 +1,64 @@
+"""Exact dependences with isl's dataflow analysis.
+
+* flow (read after write): value-based, from the last write of each read element (isl's must-source
+  analysis), which is exact for the static control programs polytri accepts;
+* anti (write after read) and output (write after write): memory-based, every earlier access of the
+  element, as needed to keep memory reuse legal without array expansion.
+
+Dependences relate statement instances, ``{ S0[i, j] -> S1[i', j'] }``, and are restricted to the
+program's parameter context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..ir.builder import to_program
+from ..ir.program import Program
+
+
+@dataclass(frozen=True)
+class Dependences:
+    """The dependences of a program, as isl union maps between statement instances."""
+
+    flow: isl.UnionMap
+    """Read-after-write, value-based (the write that produced the value read)."""
+    anti: isl.UnionMap
+    """Write-after-read, memory-based."""
+    output: isl.UnionMap
+    """Write-after-write, memory-based."""
+
+    @property
+    def all(self) -> isl.UnionMap:
+        """Every dependence, of all three kinds."""
+        return self.flow.union(self.anti).union(self.output).coalesce()
+
+    def __str__(self) -> str:
+        return f"flow:   {self.flow}\nanti:   {self.anti}\noutput: {self.output}"
+
+
+def _flow(sink: isl.UnionMap, source: isl.UnionMap, schedule: isl.UnionMap, *, must: bool) -> isl.UnionMap:
+    info = isl.UnionAccessInfo.from_sink(sink)
+    info = info.set_must_source(source) if must else info.set_may_source(source)
+    info = info.set_schedule_map(schedule)
+    flow = info.compute_flow()
+    return flow.get_may_dependence()
+
+
+def compute_dependences(program: Program, schedule: isl.UnionMap | None = None) -> Dependences:
+    """Dependences of ``program`` under its original order (or under ``schedule``, an order map)."""
+    order = program.schedule if schedule is None else schedule
+    reads, writes = program.reads, program.writes
+    flow = _flow(reads, writes, order, must=True)
+    anti = _flow(writes, reads, order, must=False)
+    output = _flow(writes, writes, order, must=False)
+    ctx = program.context
+    return Dependences(flow.intersect_params(ctx).coalesce(), anti.intersect_params(ctx).coalesce(),
+                       output.intersect_params(ctx).coalesce())
+
+
+def dependences(program: object) -> Dependences:
+    """``pt.dependences``: the exact flow, anti and output dependences of a program."""
+    return compute_dependences(to_program(program))

@@ -1,0 +1,95 @@
+"""Schedules: maps from statement instances to one common, lexicographically ordered time space.
+
+A :class:`Schedule` also records which time dimensions are parallel (carry no dependence), so the code
+generators can put ``omp parallel for``, ``omp simd`` or a GPU grid on them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..ir.program import Program
+from .dependences import Dependences
+
+log = logging.getLogger("polytri.schedule")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A statement-wise affine schedule with per-dimension facts."""
+
+    map: isl.UnionMap
+    """``{ S[i] -> [t0, t1, ...] }`` for every statement, one common time space."""
+    parallel: tuple[bool, ...]
+    """For each time dimension: ``True`` when no dependence is carried by it."""
+    origin: str
+    """Which pass produced it (``original`` for the input order)."""
+
+    @property
+    def ndim(self) -> int:
+        return len(self.parallel)
+
+
+def time_dependences(schedule: isl.UnionMap, deps: isl.UnionMap) -> isl.Map | None:
+    """Dependences mapped to time: ``{ [t] -> [t'] }`` (``None`` when there are none)."""
+    t = deps.apply_domain(schedule).apply_range(schedule)
+    if t.is_empty():
+        return None
+    maps: list[isl.Map] = []
+    t.foreach_map(maps.append)
+    out = maps[0]
+    for m in maps[1:]:
+        out = out.union(m)
+    return out.coalesce()
+
+
+def _equal_prefix(space: isl.Space, k: int) -> isl.Map:
+    """``{ [t] -> [t'] : t_d = t'_d for d < k }``."""
+    m = isl.Map.universe(space)
+    for d in range(k):
+        m = m.equate(isl.dim_type.in_, d, isl.dim_type.out, d)
+    return m
+
+
+def parallel_dimensions(schedule: isl.UnionMap, deps: Dependences) -> tuple[bool, ...]:
+    """For each time dimension, whether it carries no dependence of ``deps``."""
+    ndim = _time_width(schedule)
+    tdeps = time_dependences(schedule, deps.all)
+    if tdeps is None:
+        return (True,) * ndim
+    result = []
+    for k in range(ndim):
+        at_k = tdeps.intersect(_equal_prefix(tdeps.get_space(), k))
+        carried = at_k.subtract(_equal_prefix(tdeps.get_space(), k + 1))
+        result.append(carried.is_empty())
+    return tuple(result)
+
+
+def is_legal(schedule: isl.UnionMap, deps: Dependences) -> bool:
+    """Whether every dependence goes forward in time (source strictly before target)."""
+    tdeps = time_dependences(schedule, deps.all)
+    if tdeps is None:
+        return True
+    space = tdeps.get_space()
+    forward = isl.Map.lex_lt(space.domain())
+    return tdeps.is_subset(forward.intersect_params(tdeps.params()))
+
+
+def _time_width(schedule: isl.UnionMap) -> int:
+    widths: set[int] = set()
+    schedule.foreach_map(lambda m: widths.add(m.dim(isl.dim_type.out)))
+    if len(widths) > 1:
+        raise ValueError(f"schedule maps to time spaces of different widths {sorted(widths)}")
+    return widths.pop() if widths else 0
+
+
+def original_schedule(program: Program, deps: Dependences) -> Schedule:
+    """The input order as a :class:`Schedule`, with its parallel dimensions."""
+    sched = program.schedule
+    par = parallel_dimensions(sched, deps)
+    log.info("%s: original order, parallel time dimensions %s", program.name,
+             [k for k, p in enumerate(par) if p and k % 2 == 1])
+    return Schedule(sched, par, "original")
