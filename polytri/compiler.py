@@ -11,12 +11,15 @@ from typing import Any
 from .cpu_codegen.build import DEFAULT_FLAGS, build_library
 from .cpu_codegen.cgen import CodegenOptions, generate_c
 from .cpu_codegen.kernel import CpuKernel
-from .errors import OptionError, UnsupportedError
+from .errors import OptionError, UnsupportedError, public
 from .ir.builder import to_program
 from .ir.verify import verify
-from .loop_ast import build_loop_ast, walk, For
+from .loop_ast import For, Node, build_loop_ast, walk
 from .schedule.dependences import compute_dependences
-from .schedule.schedule import is_legal, original_schedule
+from .ir.program import Program
+from .ir.textform import program_to_text
+from .schedule.dependences import Dependences
+from .schedule.schedule import Schedule, is_legal, original_schedule
 
 log = logging.getLogger("polytri.compile")
 
@@ -52,6 +55,7 @@ def _check_options(target: str, options: Mapping[str, Any] | None) -> dict[str, 
     return merged
 
 
+@public
 def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | None = None) -> CpuKernel:
     """Compile a program (builder, frozen IR or ``@pt.kernel``) for ``target``."""
     if target not in TARGETS:
@@ -76,6 +80,22 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     function = f"pt_{prog.name}"
     source = generate_c(prog, ast, function=function, options=cg)
     flags = DEFAULT_FLAGS + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ()) + opts["cflags"]
+    _dump(prog, deps, schedule, ast, source)
     library = build_library(source, cc=opts["cc"], flags=flags)
     decisions.append(f"built with {opts['cc']} {' '.join(flags)}")
     return CpuKernel(prog, schedule, deps, source, library, function, opts, decisions)
+
+
+def _dump(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, source: str) -> None:
+    """With ``POLYTRI_DUMP=dir``, write every stage of the compilation of ``prog`` into ``dir``."""
+    folder = os.environ.get("POLYTRI_DUMP")
+    if not folder:
+        return
+    os.makedirs(folder, exist_ok=True)
+    stages = {"ir.txt": program_to_text(prog), "dependences.txt": str(deps),
+              "schedule.txt": f"{schedule.map}\nparallel: {schedule.parallel}\n", "loop_ast.txt": repr(ast),
+              "kernel.c": source}
+    for suffix, text in stages.items():
+        with open(os.path.join(folder, f"{prog.name}.{suffix}"), "w") as f:
+            f.write(text)
+    log.info("%s: stages written to %s", prog.name, folder)

@@ -57,3 +57,21 @@ def caret(text: str, column: int | None, *, width: int = 1) -> str:
     if column is None or column < 0:
         return f"    {text}"
     return f"    {text}\n    {' ' * column}{'^' * max(1, width)}"
+
+
+def public(fn):  # type: ignore[no-untyped-def]
+    """Decorate a public entry point: a :class:`PolytriError` reaches the user without polytri's
+    internal frames (set ``POLYTRI_DEBUG=1`` to keep them)."""
+    import functools
+    import os
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return fn(*args, **kwargs)
+        except PolytriError as exc:
+            if os.environ.get("POLYTRI_DEBUG", "") not in ("", "0"):
+                raise
+            raise exc.with_traceback(None) from None
+
+    return wrapper

@@ -20,6 +20,7 @@ import numpy as np
 from . import dtypes
 from .args import bind, is_torch_tensor
 from .dtypes import BFLOAT16, FLOAT16, DType
+from .errors import public
 from .ir.builder import to_program
 from .ir.verify import check_bounds
 from .ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, Var
@@ -275,6 +276,7 @@ def _write_back(x: Any, work: np.ndarray, dt: DType) -> None:
         x[...] = work
 
 
+@public
 def reference(program: object, **kwargs: Any) -> None:
     """Run ``program`` in its original order, in place on the given arrays (the oracle)."""
     prog = to_program(program)

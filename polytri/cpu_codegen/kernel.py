@@ -11,6 +11,7 @@ import islpy as isl
 import numpy as np
 
 from ..args import bind, is_torch_tensor
+from ..errors import public
 from ..ir.program import Program
 from ..schedule.dependences import Dependences
 from ..schedule.schedule import Schedule
@@ -76,6 +77,7 @@ class CpuKernel:
         """The final schedule: statement instances -> one common time space, lexicographic order."""
         return self._schedule.map
 
+    @public
     def __call__(self, **kwargs: Any) -> None:
         bound = bind(self.program, kwargs)
         pointers, copies = [], []

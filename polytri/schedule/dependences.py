@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from ..errors import public
 from ..ir.builder import to_program
 from ..ir.program import Program
 
@@ -59,6 +60,7 @@ def compute_dependences(program: Program, schedule: isl.UnionMap | None = None) 
                        output.intersect_params(ctx).coalesce())
 
 
+@public
 def dependences(program: object) -> Dependences:
     """``pt.dependences``: the exact flow, anti and output dependences of a program."""
     return compute_dependences(to_program(program))
