@@ -6,8 +6,19 @@ Build a program with :class:`Program` (or ``@kernel``), check it against :func:`
 
 from . import dtypes
 from .compiler import compile
-from .errors import (ArgumentError, BoundsError, CompilationError, NameResolutionError, NotAffineError,
-                     OptionError, ParseError, PolytriError, ProgramError, TypeCheckError, UnsupportedError)
+from .errors import (
+                     ArgumentError,
+                     BoundsError,
+                     CompilationError,
+                     NameResolutionError,
+                     NotAffineError,
+                     OptionError,
+                     ParseError,
+                     PolytriError,
+                     ProgramError,
+                     TypeCheckError,
+                     UnsupportedError,
+)
 from .ir.builder import ProgramBuilder as Program
 from .reference import reference
 from .schedule.dependences import Dependences, dependences

@@ -13,12 +13,11 @@ from .cpu_codegen.cgen import CodegenOptions, generate_c
 from .cpu_codegen.kernel import CpuKernel
 from .errors import OptionError, UnsupportedError, public
 from .ir.builder import to_program
-from .ir.verify import verify
-from .loop_ast import For, Node, build_loop_ast, walk
-from .schedule.dependences import compute_dependences
 from .ir.program import Program
 from .ir.textform import program_to_text
-from .schedule.dependences import Dependences
+from .ir.verify import verify
+from .loop_ast import For, Node, build_loop_ast, walk
+from .schedule.dependences import Dependences, compute_dependences
 from .schedule.schedule import Schedule, is_legal, original_schedule
 
 log = logging.getLogger("polytri.compile")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Union
 
 import islpy as isl
 
@@ -70,7 +69,7 @@ class Run:
     """One expression per iterator of the statement."""
 
 
-Node = Union[For, If, Block, Run]
+Node = For | If | Block | Run
 
 _OPS = {
     isl.ast_expr_op_type.add: "+", isl.ast_expr_op_type.sub: "-", isl.ast_expr_op_type.mul: "*",

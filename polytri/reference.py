@@ -22,11 +22,11 @@ from .args import bind, is_torch_tensor
 from .dtypes import BFLOAT16, FLOAT16, DType
 from .errors import public
 from .ir.builder import to_program
-from .ir.verify import check_bounds
 from .ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, Var
 from .ir.printer import format_const
 from .ir.program import Program, Statement
 from .ir.types import Typer, program_typer
+from .ir.verify import check_bounds
 
 log = logging.getLogger("polytri.reference")
 

@@ -30,7 +30,7 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiler_identity(cc: str) -> str:
     """First line of ``cc --version`` (part of the cache key)."""
     try:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .. import dtypes
 from ..dtypes import BFLOAT16, FLOAT16, INT64, DType
 from ..ir.affine import const_value
 from ..ir.expr import COMPARE_OPS, Access, Binary, Call, Cast, Const, Expr, Unary, Var
 from ..ir.types import Typer
-from .. import dtypes
 
 PRIMARY, UNARY, MUL, ADD, REL, EQ, AND, OR, COND = 16, 15, 13, 12, 10, 9, 5, 4, 3
 _BIN_PREC = {"*": MUL, "/": MUL, "%": MUL, "+": ADD, "-": ADD, "<": REL, "<=": REL, ">": REL, ">=": REL,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 #: Binary operators, by the symbol they are written with.
 ARITH_OPS = ("+", "-", "*", "/", "//", "%", "**")
@@ -94,7 +94,7 @@ class Cast:
     """The converted value."""
 
 
-Expr = Union[Const, Var, Access, Unary, Binary, Call, Cast]
+Expr = Const | Var | Access | Unary | Binary | Call | Cast
 
 
 def children(e: Expr) -> tuple[Expr, ...]:

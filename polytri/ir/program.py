@@ -10,7 +10,6 @@ rank of the statement's enclosing loop (or of the statement itself) among its si
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import islpy as isl
 

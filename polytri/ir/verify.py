@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from ..errors import BoundsError
+from ..errors import BoundsError, ProgramError
 from .expr import Access
 from .printer import expr_to_str
 from .program import Program, Statement
@@ -41,6 +41,7 @@ def check_bounds(program: Program) -> None:
     """Prove with isl that every access of every statement is in bounds; raise :class:`BoundsError`."""
     if program._cache.get("bounds_ok"):
         return
+    check_bounded_domains(program)
     for st in program.statements:
         _check_access(program, st, st.target, "write")
         for acc in st.reads:
@@ -48,6 +49,15 @@ def check_bounds(program: Program) -> None:
     program._cache["bounds_ok"] = True
 
 
+def check_bounded_domains(program: Program) -> None:
+    """Every iteration domain is finite for each value of the parameters."""
+    for st in program.statements:
+        if not st.domain.intersect_params(program.context).is_bounded():
+            raise ProgramError(f"statement {st.name} ({st.text()}): its iteration domain {st.domain} is "
+                               f"unbounded; every iterator needs a lower and an upper bound")
+
+
 def verify(program: Program) -> None:
     """Run every check of the verifier."""
+    check_bounded_domains(program)
     check_bounds(program)

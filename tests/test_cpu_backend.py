@@ -1,0 +1,164 @@
+"""The C/OpenMP backend: generated code, pragmas, cache, dumps, explain, zero-copy calls."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import islpy as isl
+import numpy as np
+import pytest
+
+import polytri as pt
+from polytri.loop_ast import For, Run, build_loop_ast, walk
+from polytri.schedule.dependences import compute_dependences
+from polytri.schedule.schedule import original_schedule
+
+pytestmark = pytest.mark.cc
+
+
+def jacobi_2d() -> pt.Program:
+    p = pt.Program("jacobi_2d_small", params=["T", "N"])
+    p.array("A", ("N", "N"), "float64")
+    p.array("B", ("N", "N"), "float64")
+    with p.loop("t", 0, "T"):
+        with p.loop("i", 1, "N - 1"):
+            with p.loop("j", 1, "N - 1"):
+                p.assign("B[i, j] = 0.2 * (A[i, j] + A[i, j - 1] + A[i, j + 1] + A[i + 1, j] + A[i - 1, j])")
+        with p.loop("i", 1, "N - 1"):
+            with p.loop("j", 1, "N - 1"):
+                p.assign("A[i, j] = B[i, j]")
+    return p
+
+
+def seidel_1d() -> pt.Program:
+    p = pt.Program("seidel_1d", params=["T", "N"])
+    p.array("A", ("N",), "float64")
+    with p.loop("t", 0, "T"):
+        with p.loop("i", 1, "N - 1"):
+            p.assign("A[i] = (A[i - 1] + A[i] + A[i + 1]) / 3")
+    return p
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("POLYTRI_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_compiled_equals_reference_and_runs_in_place():
+    p = jacobi_2d()
+    k = pt.compile(p)
+    rng = np.random.default_rng(1)
+    a, b = rng.random((11, 11)), np.zeros((11, 11))
+    a_ref, b_ref = a.copy(), b.copy()
+    a_id = id(a)
+    k(A=a, B=b, T=3)
+    pt.reference(p, A=a_ref, B=b_ref, T=3)
+    assert id(a) == a_id
+    np.testing.assert_allclose(a, a_ref, rtol=1e-12)
+    np.testing.assert_allclose(b, b_ref, rtol=1e-12)
+
+
+def test_parallel_pragmas_follow_the_dependences():
+    k = pt.compile(jacobi_2d())
+    src = k.source
+    # the time loop carries dependences: it must not be parallel; the i loops are
+    loops = re.findall(r"(#pragma omp [a-z ]+[^\n]*\n\s*)?for \(int64_t (c\d+)", src)
+    pragmas = {var: (pragma or "").strip() for pragma, var in loops}
+    assert pragmas["c1"] == ""
+    assert pragmas["c3"].startswith("#pragma omp parallel for")
+    assert pragmas["c5"] == "#pragma omp simd"
+    # a Gauss-Seidel sweep has no parallel loop at all
+    src = pt.compile(seidel_1d()).source
+    assert "#pragma omp" not in src.split("void pt_seidel_1d")[1]
+
+
+def test_openmp_and_simd_can_be_switched_off():
+    k = pt.compile(jacobi_2d(), options={"openmp": False, "simd": False})
+    body = k.source.split("void pt_jacobi_2d_small")[1]
+    assert "#pragma omp" not in body
+    a, b = np.ones((6, 6)), np.zeros((6, 6))
+    k(A=a, B=b, T=2)
+    assert b[1:-1, 1:-1].min() == pytest.approx(1.0)
+
+
+def test_schedule_is_the_original_order_as_a_union_map():
+    p = jacobi_2d()
+    k = pt.compile(p)
+    assert isinstance(k.schedule, isl.UnionMap)
+    assert k.schedule.is_equal(p.schedule.intersect_domain(p.domain))
+
+
+def test_loop_ast_scans_every_statement_once_per_iteration():
+    prog = jacobi_2d().build()
+    sched = original_schedule(prog, compute_dependences(prog))
+    ast = build_loop_ast(prog, sched)
+    runs = [n for n in walk(ast) if isinstance(n, Run)]
+    assert sorted(r.statement for r in runs) == ["S0", "S1"]
+    fors = [n for n in walk(ast) if isinstance(n, For)]
+    assert [f.dim for f in fors] == [1, 3, 5, 3, 5]
+    assert [f.parallel for f in fors] == [False, True, True, True, True]
+
+
+def test_cache_hit_and_cache_dir(tmp_path):
+    p = jacobi_2d()
+    k1 = pt.compile(p)
+    assert str(k1.library).startswith(str(tmp_path / "cache"))
+    mtime = os.path.getmtime(k1.library)
+    k2 = pt.compile(p)
+    assert k2.library == k1.library
+    assert os.path.getmtime(k2.library) == mtime
+    other = pt.compile(p, options={"cflags": ["-O2"]})
+    assert other.library != k1.library
+
+
+def test_threads_option_gives_same_result():
+    p = jacobi_2d()
+    rng = np.random.default_rng(2)
+    a = rng.random((13, 13))
+    results = []
+    for threads in (1, 2):
+        aa, bb = a.copy(), np.zeros_like(a)
+        pt.compile(p, options={"threads": threads})(A=aa, B=bb, T=4)
+        results.append(aa)
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_dump_writes_every_stage(tmp_path, monkeypatch):
+    monkeypatch.setenv("POLYTRI_DUMP", str(tmp_path / "dump"))
+    pt.compile(jacobi_2d())
+    names = sorted(os.listdir(tmp_path / "dump"))
+    assert names == sorted(f"jacobi_2d_small.{s}" for s in
+                           ("ir.txt", "dependences.txt", "schedule.txt", "loop_ast.txt", "kernel.c"))
+    text = (tmp_path / "dump" / "jacobi_2d_small.ir.txt").read_text()
+    assert "statement S0" in text
+
+
+def test_explain_reports_dependences_schedule_and_parallel_loops():
+    report = pt.compile(jacobi_2d()).explain()
+    for needle in ("S0: B[i, j] = 0.2 *", "flow", "anti", "output", "schedule (original)",
+                   "loop c1 (time dimension 1): carries a dependence", "loop c3 (time dimension 3): parallel"):
+        assert needle in report
+
+
+def test_torch_tensors_zero_copy():
+    torch = pytest.importorskip("torch")
+    p = jacobi_2d()
+    a = torch.rand(9, 9, dtype=torch.float64)
+    b = torch.zeros(9, 9, dtype=torch.float64)
+    a_np, b_np = a.numpy().copy(), b.numpy().copy()
+    ptr = a.data_ptr()
+    pt.compile(p)(A=a, B=b, T=2)
+    pt.reference(p, A=a_np, B=b_np, T=2)
+    assert a.data_ptr() == ptr
+    np.testing.assert_allclose(a.numpy(), a_np, rtol=1e-12)
+
+
+def test_broken_c_compiler_is_a_compilation_error(tmp_path):
+    with pytest.raises(pt.CompilationError, match="cannot be run"):
+        pt.compile(jacobi_2d(), options={"cc": str(tmp_path / "no-such-cc")})
+
+
+def test_bad_flag_reports_compiler_output():
+    with pytest.raises(pt.CompilationError, match="building generated C failed"):
+        pt.compile(jacobi_2d(), options={"cflags": ["-fno-such-flag-polytri"]})
