@@ -59,14 +59,14 @@ def caret(text: str, column: int | None, *, width: int = 1) -> str:
     return f"    {text}\n    {' ' * column}{'^' * max(1, width)}"
 
 
-def public(fn):  # type: ignore[no-untyped-def]
+def public(fn):
     """Decorate a public entry point: a :class:`PolytriError` reaches the user without polytri's
     internal frames (set ``POLYTRI_DEBUG=1`` to keep them)."""
     import functools
     import os
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except PolytriError as exc:

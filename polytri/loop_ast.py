@@ -75,7 +75,8 @@ _OPS = {
     isl.ast_expr_op_type.add: "+", isl.ast_expr_op_type.sub: "-", isl.ast_expr_op_type.mul: "*",
     isl.ast_expr_op_type.eq: "==", isl.ast_expr_op_type.le: "<=", isl.ast_expr_op_type.lt: "<",
     isl.ast_expr_op_type.ge: ">=", isl.ast_expr_op_type.gt: ">",
-    isl.ast_expr_op_type.and_: "and", isl.ast_expr_op_type.and_then: "and",
+    isl.ast_expr_op_type.and_:  # type: ignore[attr-defined]
+    "and", isl.ast_expr_op_type.and_then: "and",
     isl.ast_expr_op_type.or_: "or", isl.ast_expr_op_type.or_else: "or",
     isl.ast_expr_op_type.fdiv_q: "//", isl.ast_expr_op_type.pdiv_q: "//", isl.ast_expr_op_type.div: "//",
     isl.ast_expr_op_type.pdiv_r: "%", isl.ast_expr_op_type.zdiv_r: "%",
@@ -158,7 +159,7 @@ def build_loop_ast(program: Program, schedule: Schedule) -> Node:
     return _Converter(set(program.params), schedule).node(tree)
 
 
-def walk(n: Node):  # type: ignore[no-untyped-def]
+def walk(n: Node):
     """All nodes of a loop AST, in pre-order."""
     yield n
     if isinstance(n, For):

@@ -94,7 +94,7 @@ def _is16(d: DType) -> bool:
 class CExprPrinter:
     """Prints statement bodies; ``access`` prints an array element reference (without conversion)."""
 
-    def __init__(self, typer: Typer, array_ref):  # type: ignore[no-untyped-def]
+    def __init__(self, typer: Typer, array_ref):
         self.t = typer
         self.array_ref = array_ref
 

@@ -28,7 +28,7 @@ class CodegenOptions:
     """``#pragma omp simd`` on innermost parallel loops."""
 
 
-def _array_ref(program: Program):  # type: ignore[no-untyped-def]
+def _array_ref(program: Program):
     def ref(acc: Access) -> C:
         idx = "".join(f"[{index_expr(i).text}]" for i in acc.index)
         return C(f"{acc.array}{idx}", 16)

@@ -140,9 +140,9 @@ def linear(e: Expr) -> tuple[dict[str, int], int] | None:
         return {k: v for k, v in coeffs.items() if v}, a[1] + sign * b[1]
     if isinstance(e, Binary) and e.op == "*":
         ca, cb = const_value(e.lhs), const_value(e.rhs)
-        k, other = (ca, e.rhs) if ca is not None else (cb, e.lhs)
-        if k is None:
+        factor, other = (ca, e.rhs) if ca is not None else (cb, e.lhs)
+        if factor is None:
             return None
         r = linear(other)
-        return None if r is None else ({n: k * v for n, v in r[0].items() if k * v}, k * r[1])
+        return None if r is None else ({n: factor * v for n, v in r[0].items() if factor * v}, factor * r[1])
     return None

@@ -295,6 +295,14 @@ class ProgramBuilder:
         return self.build().schedule
 
     @property
+    def arrays(self) -> tuple[Array, ...]:
+        return tuple(self._s.arrays.values())
+
+    @property
+    def scalars(self) -> tuple[Scalar, ...]:
+        return tuple(self._s.scalars.values())
+
+    @property
     def statements(self) -> tuple[Statement, ...]:
         return tuple(self._s.statements)
 

@@ -142,7 +142,7 @@ class Program:
         return max((len(s.iterators) for s in self.statements), default=0)
 
     # -- the polyhedral model as islpy objects ---------------------------------------------------------
-    def _memo(self, key: str, make):  # type: ignore[no-untyped-def]
+    def _memo(self, key: str, make):
         if key not in self._cache:
             self._cache[key] = make()
         return self._cache[key]

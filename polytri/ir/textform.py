@@ -19,7 +19,7 @@ import islpy as isl
 
 from ..errors import ParseError
 from .builder import check_identifier
-from .expr import Binary
+from .expr import Binary, Expr
 from .parse import NameKind, Scope, parse_assign, parse_expr
 from .printer import expr_to_str
 from .program import Array, Program, Scalar, Statement
@@ -84,13 +84,12 @@ def parse_program(text: str) -> Program:
             check_identifier(sname, "statement")
             position = tuple(int(x) for x in mt.group(2).split(",") if x.strip())
             dom = isl.Set(mt.group(3))
-            iters = tuple(dom.get_dim_name(isl.dim_type.set, i) for i in range(dom.dim(isl.dim_type.set)))
+            iters = tuple(str(dom.get_dim_name(isl.dim_type.set, i)) for i in range(dom.dim(isl.dim_type.set)))
             scope = Scope({**names, **{it: "iter" for it in iters}})
             parsed = parse_assign(lines[n + 1], scope, what=f"statement {sname}")
+            value: Expr = parsed.value
             if parsed.op != "=":
                 value = Binary(parsed.op[0], parsed.target, parsed.value)
-            else:
-                value = parsed.value
             statements.append(Statement(sname, dom, iters, parsed.target, value, position))
             n += 1
         else:
