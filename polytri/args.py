@@ -10,7 +10,6 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
-import islpy as isl
 import numpy as np
 
 from . import dtypes
@@ -18,6 +17,8 @@ from .errors import ArgumentError
 from .ir.affine import evaluate, linear
 from .ir.printer import expr_to_str
 from .ir.program import Program
+from .islutil import fix_params
+from .numerics import CASTS
 
 
 @dataclass(frozen=True)
@@ -107,11 +108,7 @@ def _infer_params(program: Program, given: dict[str, int], arrays: dict[str, Any
 
 
 def _check_context(program: Program, params: dict[str, int]) -> None:
-    ctx = program.context
-    for i in range(ctx.dim(isl.dim_type.param)):
-        pname = ctx.get_dim_name(isl.dim_type.param, i)
-        ctx = ctx.fix_val(isl.dim_type.param, i, isl.Val.int_from_si(ctx.get_ctx(), params[pname]))
-    if ctx.is_empty():
+    if fix_params(program.context, params).is_empty():
         raise ArgumentError(f"{program.name}: parameters {params} violate the program's assumptions "
                             f"{program.context}")
 
@@ -130,7 +127,6 @@ def _convert_scalar(program: Program, name: str, value: Any) -> Any:
         raise ArgumentError(f"{program.name}: scalar {name!r} is {dt.name}, got {value!r}")
     if dt.kind == "f":
         if dt.bits == 16:
-            from .reference import CASTS
             return CASTS[dt.name](value)
         return np.float32(value) if dt.bits == 32 else np.float64(value)
     return dtypes.numpy_dtype(dt).type(value)

@@ -27,44 +27,13 @@ from .ir.printer import format_const
 from .ir.program import Program, Statement
 from .ir.types import Typer, program_typer
 from .ir.verify import check_bounds
+from .islutil import fix_params
+from .numerics import CASTS
 
 log = logging.getLogger("polytri.reference")
 
 
-# -- numeric helpers shared by the generated code ----------------------------------------------------
-def _round_bf16(x: Any) -> np.float32:
-    """Round a float32 value to the nearest bfloat16 (ties to even), returned as float32."""
-    bits = np.array(x, dtype=np.float32).view(np.uint32)
-    if np.isnan(np.float32(x)):
-        return np.float32(x)
-    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
-    return bits.astype(np.uint32).view(np.float32)[()]
-
-
-def _round_f16(x: Any) -> np.float32:
-    return np.float32(np.float16(np.float32(x)))
-
-
-def _to_int(nptype: type) -> Callable[[Any], Any]:
-    def conv(x: Any) -> Any:
-        if isinstance(x, (float, np.floating)):
-            x = math.trunc(x) if math.isfinite(x) else 0
-        return np.array(int(x) & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64).astype(np.int64).astype(nptype)[()]
-    return conv
-
-
-CASTS: dict[str, Callable[[Any], Any]] = {
-    "bool": lambda x: np.bool_(x),
-    "int8": _to_int(np.int8),
-    "int32": _to_int(np.int32),
-    "int64": _to_int(np.int64),
-    "float16": _round_f16,
-    "bfloat16": lambda x: _round_bf16(np.float32(x)),
-    "float32": np.float32,
-    "float64": np.float64,
-}
-
-
+# -- numeric helpers used by the generated code ------------------------------------------------------
 def _floordiv(a: Any, b: Any) -> Any:
     if isinstance(a, (float, np.floating)):
         return np.floor(a / b)
@@ -233,10 +202,7 @@ def _statement_function(st: Statement, program: Program, typer: Typer) -> Callab
 
 # -- enumeration of instances ----------------------------------------------------------------------
 def _instances(st: Statement, params: dict[str, int], context: isl.Set) -> list[tuple[int, ...]]:
-    dom = st.domain.intersect_params(context)
-    for i in range(dom.dim(isl.dim_type.param)):
-        name = dom.get_dim_name(isl.dim_type.param, i)
-        dom = dom.fix_val(isl.dim_type.param, i, isl.Val.int_from_si(dom.get_ctx(), params[name]))
+    dom = fix_params(st.domain.intersect_params(context), params)
     n = dom.dim(isl.dim_type.set)
     pts: list[tuple[int, ...]] = []
 

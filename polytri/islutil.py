@@ -1,0 +1,18 @@
+"""Small helpers over islpy shared by several stages."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import islpy as isl
+
+S = TypeVar("S", isl.Set, isl.BasicSet)
+
+
+def fix_params(s: S, values: dict[str, int]) -> S:
+    """``s`` with each parameter named in ``values`` fixed to its value."""
+    for i in range(s.dim(isl.dim_type.param)):
+        name = s.get_dim_name(isl.dim_type.param, i)
+        if name in values:
+            s = s.fix_val(isl.dim_type.param, i, isl.Val.int_from_si(s.get_ctx(), values[name]))
+    return s
