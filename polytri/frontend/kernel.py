@@ -286,9 +286,9 @@ class _Translator:
         self.iters: list[str] = []
         """Loop variables in scope, as written."""
         self.rename: dict[str, str] = {}
+        """Loop variables the builder would reject (``_``, ``_t``) -> the name they take in the program."""
         self.guards = 0
         """Number of enclosing ``if`` blocks."""
-        """Loop variables the builder would reject (``_``, ``_t``) -> the name they take in the program."""
         self.written = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(fdef)
                                                                                      if isinstance(a, ast.arg)}
 
@@ -353,7 +353,7 @@ class _Translator:
         if isinstance(s, (ast.Assign, ast.AugAssign)):
             return self.assign(s)
         if isinstance(s, ast.Assert):
-            return self.assertTrue(s)
+            return self.assumption(s)
         message = _UNSUPPORTED.get(type(s), f"{type(s).__name__} statements are not supported")
         raise self.fail(s, f"{message} ({_SUBSET})")
 
@@ -389,8 +389,6 @@ class _Translator:
         saved = dict(self.rename)
         if var.startswith("_"):  # `for _ in range(T)`: a legal Python name the IR reserves
             self.rename[var] = self.fresh(var)
-        else:
-            self.rename.pop(var, None)
         with contextlib.ExitStack() as stack:
             with _located(self.src, s.target if var in self.known or var in self.iters else it):
                 stack.enter_context(self.p.loop(self.rename.get(var, var), bounds[0], bounds[1]))
@@ -407,7 +405,7 @@ class _Translator:
         if s.orelse:
             self.guarded(_paths(s.test, False), s.orelse)
 
-    def assert_(self, s: ast.Assert) -> None:
+    def assumption(self, s: ast.Assert) -> None:
         """``assert N >= 1`` at the top level: an assumption on the parameters (``Program.assume``)."""
         if self.iters or self.guards:
             raise self.fail(s, "'assert' is only allowed at the top level of a kernel, on the parameters")
