@@ -125,6 +125,11 @@ def _convert_scalar(program: Program, name: str, value: Any) -> Any:
         raise ArgumentError(f"{program.name}: scalar {name!r} must be a number, got {type(value).__name__}")
     if dt.kind in ("i", "b") and not isinstance(value, numbers.Integral):
         raise ArgumentError(f"{program.name}: scalar {name!r} is {dt.name}, got {value!r}")
+    if dt.kind == "i":
+        info = np.iinfo(dtypes.numpy_dtype(dt))
+        if not info.min <= int(value) <= info.max:
+            raise ArgumentError(f"{program.name}: scalar {name!r} is {dt.name}; {value!r} is out of its range "
+                                f"[{info.min}, {info.max}]")
     if dt.kind == "f":
         if dt.bits == 16:
             return CASTS[dt.name](value)
@@ -153,6 +158,8 @@ def bind(program: Program, kwargs: dict[str, Any], *, device: str = "cpu") -> Bo
                 v = int(v)
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ArgumentError(f"{program.name}: parameter {p!r} must be an int, got {v!r}")
+            if not -(2**63) <= v < 2**63:
+                raise ArgumentError(f"{program.name}: parameter {p!r} = {v} does not fit in 64 bits")
             given[p] = v
     params = _infer_params(program, given, arrays)
     _check_context(program, params)

@@ -26,7 +26,7 @@ def _round_f16(x: Any) -> np.float32:
 def _to_int(nptype: type) -> Callable[[Any], Any]:
     def conv(x: Any) -> Any:
         if isinstance(x, (float, np.floating)):
-            x = math.trunc(x) if math.isfinite(x) else 0
+            x = math.trunc(float(x)) if math.isfinite(float(x)) else 0
         return np.array(int(x) & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64).astype(np.int64).astype(nptype)[()]
     return conv
 

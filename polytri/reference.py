@@ -21,6 +21,7 @@ from . import dtypes
 from .args import bind, is_torch_tensor
 from .dtypes import BFLOAT16, FLOAT16, DType
 from .errors import public
+from .ir.affine import const_value
 from .ir.builder import to_program
 from .ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, Var
 from .ir.printer import format_const
@@ -135,6 +136,9 @@ class _PyPrinter:
                 return f"_floordiv({a}, {b})"
             if e.op == "%":
                 return f"_mod({a}, {b})"
+            if e.op == "**":
+                kind = "float" if self.t(e).dtype.kind == "f" else "int"
+                return f"_powi({kind}({a}), {const_value(e.rhs)}, {kind})"
             return f"({a} {e.op} {b})"
         if isinstance(e, Call):
             args = [self.expr(a) for a in e.args]
@@ -150,7 +154,6 @@ class _PyPrinter:
             od = self.t.operand_type(e).dtype
             return f"({self.conv(e.lhs, od)} {e.op} {self.conv(e.rhs, od)})"
         if e.op == "**":
-            from .ir.affine import const_value
             return f"_powi({self.conv(e.lhs, d)}, {const_value(e.rhs)}, {self.rnd(d)})"
         a, b = self.conv(e.lhs, d), self.conv(e.rhs, d)
         if e.op == "//":

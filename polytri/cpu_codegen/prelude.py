@@ -13,14 +13,16 @@ HEADER = """\
 
 #define PT_HELPER static inline __attribute__((unused))
 
-/* Floor division and modulo with Python's sign rules; division by zero gives 0 (as numpy does). */
+/* Floor division and modulo with Python's sign rules; division by zero gives 0 (as numpy does) and
+   INT64_MIN // -1 wraps around instead of trapping. */
 PT_HELPER int64_t pt_floordiv_i64(int64_t a, int64_t b) {
   if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 PT_HELPER int64_t pt_mod_i64(int64_t a, int64_t b) {
-  if (b == 0) return 0;
+  if (b == 0 || b == -1) return 0;
   int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
