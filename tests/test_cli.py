@@ -1,0 +1,30 @@
+"""The ``polytri`` command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from polytri.cli import main
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("polytri ")
+
+
+@pytest.mark.cc
+def test_demo_quick_prints_agreeing_table(tmp_path):
+    env_cache = {"POLYTRI_CACHE_DIR": str(tmp_path)}
+    import os
+    proc = subprocess.run([sys.executable, "-m", "polytri.cli", "demo", "--quick"], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **env_cache})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for kernel in ("gemm", "jacobi_2d", "blur"):
+        row = next(line for line in out.splitlines() if line.startswith(kernel))
+        assert row.rstrip().endswith("yes")
+    assert "void pt_gemm(" in out
+    assert "DESIGN.md's sizes" not in out  # --quick skips the large runs
