@@ -36,15 +36,15 @@ log = logging.getLogger("polytri.reference")
 
 # -- numeric helpers used by the generated code ------------------------------------------------------
 def _floordiv(a: Any, b: Any) -> Any:
-    if isinstance(a, (float, np.floating)):
-        return np.floor(a / b)
-    if b == 0:
+    """Floor division: numpy's for floats (numpy scalars), 0 for an integer division by zero."""
+    if not isinstance(a, np.floating) and b == 0:
         return type(a)(0)
     return a // b
 
 
 def _mod(a: Any, b: Any) -> Any:
-    if isinstance(a, (int, np.integer)) and b == 0:
+    """Modulo with the divisor's sign: numpy's for floats, 0 for an integer modulo by zero."""
+    if not isinstance(a, np.floating) and b == 0:
         return type(a)(0)
     return a % b
 
@@ -113,9 +113,9 @@ class _PyPrinter:
             return f"{e.array}[{', '.join(self.expr(i) for i in e.index)}]"
         if isinstance(e, Cast):
             return f"_to_{e.dtype}({self.expr(e.operand)})"
-        if t.weak:
-            return self.weak(e)
-        d = t.dtype
+        if t.weak and t.dtype.kind != "f":
+            return self.weak_int(e)
+        d = t.dtype  # weak floats are computed like strong float64 values (numpy scalars)
         if isinstance(e, Unary):
             return f"(-{self.conv(e.operand, d)})"
         if isinstance(e, Binary):
@@ -124,28 +124,27 @@ class _PyPrinter:
             return self.call(e, d)
         raise TypeError(e)
 
-    def weak(self, e: Expr) -> str:
-        """Python-number arithmetic: both operands weak, so ints stay ints and floats are float64."""
+    def wint(self, e: Expr) -> str:
+        """A weak integer operand as a Python int (bool literals become 0/1)."""
+        code = self.expr(e)
+        return f"int({code})" if self.t(e).dtype.kind == "b" else code
+
+    def weak_int(self, e: Expr) -> str:
+        """Integer arithmetic on weak values (iterators, parameters, literals): Python ints."""
         if isinstance(e, Unary):
-            return f"(-{self.expr(e.operand)})"
+            return f"(-{self.wint(e.operand)})"
         if isinstance(e, Binary):
-            a, b = self.expr(e.lhs), self.expr(e.rhs)
-            if e.op == "/":
-                return f"(float({a}) / float({b}) if float({b}) != 0 else float(np.float64({a}) / np.float64({b})))"
-            if e.op == "//":
-                return f"_floordiv({a}, {b})"
-            if e.op == "%":
-                return f"_mod({a}, {b})"
+            a, b = self.wint(e.lhs), self.wint(e.rhs)
+            if e.op in ("//", "%"):
+                return f"{'_floordiv' if e.op == '//' else '_mod'}({a}, {b})"
             if e.op == "**":
-                kind = "float" if self.t(e).dtype.kind == "f" else "int"
-                return f"_powi({kind}({a}), {const_value(e.rhs)}, {kind})"
+                return f"_powi({a}, {const_value(e.rhs)}, int)"
             return f"({a} {e.op} {b})"
         if isinstance(e, Call):
-            args = [self.expr(a) for a in e.args]
             if e.func == "where":
-                return f"({args[1]} if {args[0]} else {args[2]})"
+                return f"({self.wint(e.args[1])} if {self.expr(e.args[0])} else {self.wint(e.args[2])})"
             if e.func in ("min", "max"):
-                return f"_{e.func}({args[0]}, {args[1]})"
+                return f"_{e.func}({self.wint(e.args[0])}, {self.wint(e.args[1])})"
             return self.call(e, self.t(e).dtype)
         raise TypeError(e)
 

@@ -42,6 +42,12 @@ def call(fn: str, *args: C) -> C:
     return C(f"{fn}({', '.join(a.text for a in args)})", PRIMARY)
 
 
+def neg(a: C) -> C:
+    """``-a``; a parenthesis keeps ``- -x`` from reading as the decrement ``--x``."""
+    text = a.at(UNARY)
+    return C(f"-({text})" if text.startswith("-") else f"-{text}", UNARY)
+
+
 def cast(ctype: str, a: C) -> C:
     return C(f"({ctype}){a.at(UNARY)}", UNARY)
 
@@ -70,7 +76,7 @@ def index_expr(e: Expr) -> C:
     if isinstance(e, Var):
         return C(e.name, PRIMARY)
     if isinstance(e, Unary):
-        return C(f"-{index_expr(e.operand).at(UNARY)}", UNARY)
+        return neg(index_expr(e.operand))
     if isinstance(e, Binary):
         a, b = index_expr(e.lhs), index_expr(e.rhs)
         if e.op == "//":
@@ -141,7 +147,7 @@ class CExprPrinter:
             return self.conv(e.operand, dtypes.dtype(e.dtype))
         if isinstance(e, Unary):
             x = self.conv(e.operand, d)
-            return self.narrow(d, C(f"-{x.at(UNARY)}", UNARY))
+            return self.narrow(d, neg(x))
         if isinstance(e, Binary):
             return self.binary(e, d)
         if isinstance(e, Call):

@@ -26,15 +26,35 @@ PT_HELPER int64_t pt_mod_i64(int64_t a, int64_t b) {
   int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
-PT_HELPER double pt_floordiv_f64(double a, double b) { return floor(a / b); }
-PT_HELPER float pt_floordiv_f32(float a, float b) { return floorf(a / b); }
+/* Float floor division and modulo as numpy computes them (Python's divmod; a zero divisor gives
+   a / b and fmod(a, 0) = NaN). */
+PT_HELPER double pt_floordiv_f64(double a, double b) {
+  if (b == 0) return a / b;
+  double mod = fmod(a, b), div = (a - mod) / b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1.0;
+  if (div == 0) return copysign(0.0, a / b);
+  double fl = floor(div);
+  return (div - fl > 0.5) ? fl + 1.0 : fl;
+}
+PT_HELPER float pt_floordiv_f32(float a, float b) {
+  if (b == 0) return a / b;
+  float mod = fmodf(a, b), div = (a - mod) / b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1.0f;
+  if (div == 0) return copysignf(0.0f, a / b);
+  float fl = floorf(div);
+  return (div - fl > 0.5f) ? fl + 1.0f : fl;
+}
 PT_HELPER double pt_mod_f64(double a, double b) {
-  double r = fmod(a, b);
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  double mod = fmod(a, b);
+  if (b == 0) return mod;
+  if (mod == 0) return copysign(0.0, b);
+  return ((b < 0) != (mod < 0)) ? mod + b : mod;
 }
 PT_HELPER float pt_mod_f32(float a, float b) {
-  float r = fmodf(a, b);
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  float mod = fmodf(a, b);
+  if (b == 0) return mod;
+  if (mod == 0) return copysignf(0.0f, b);
+  return ((b < 0) != (mod < 0)) ? mod + b : mod;
 }
 PT_HELPER int64_t pt_abs_i64(int64_t a) { return a < 0 ? -a : a; }
 

@@ -24,12 +24,24 @@ FUNCTIONS: dict[str, int] = {
 VarKind = Literal["iter", "param", "scalar"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Const:
-    """A Python number written in the statement; weakly typed (see :mod:`polytri.dtypes`)."""
+    """A Python number written in the statement; weakly typed (see :mod:`polytri.dtypes`).
+
+    Equality distinguishes the literal's type (``2``, ``2.0`` and ``True`` are different constants, as
+    they have different types) and the sign of zero."""
 
     value: int | float | bool
     """The literal value."""
+
+    def _key(self) -> tuple[str, str]:
+        return type(self.value).__name__, repr(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Const) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
 
 @dataclass(frozen=True, slots=True)
