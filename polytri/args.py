@@ -69,7 +69,8 @@ def _check_array(program: Program, name: str, value: Any, device: str) -> None:
     if isinstance(value, np.ndarray) and not value.flags.writeable:
         raise ArgumentError(f"{program.name}: array {name!r} is read-only; polytri runs in place")
     strides = value.stride() if is_torch_tensor(value) else value.strides
-    if any(st == 0 and n > 1 for st, n in zip(strides, value.shape)):
+    empty = any(n == 0 for n in value.shape)
+    if not empty and any(st == 0 and n > 1 for st, n in zip(strides, value.shape)):
         raise ArgumentError(f"{program.name}: array {name!r} has a dimension of stride 0 (a broadcast or "
                             f"expanded view, several elements in one place); pass a copy")
 

@@ -27,6 +27,19 @@ def program_typer(program: object) -> Typer:
     return Typer(arrays.__getitem__, scalars.__getitem__)
 
 
+def check_literals(t: VType, operands: tuple[Expr, ...], where: Expr) -> VType:
+    """Integer literals converted to a narrow integer type must fit in it (NEP 50 raises there too)."""
+    if t.weak or t.dtype.kind != "i" or t.dtype.bits == 64:
+        return t
+    lo, hi = -(2 ** (t.dtype.bits - 1)), 2 ** (t.dtype.bits - 1) - 1
+    for x in operands:
+        v = const_value(x)
+        if v is not None and not lo <= v <= hi:
+            raise TypeCheckError(f"in {expr_to_str(where)}: the literal {v} does not fit in {t.dtype} "
+                                 f"[{lo}, {hi}]; cast the other operand first, e.g. int64(...)")
+    return t
+
+
 class Typer:
     """Computes (and memoizes, per structurally equal node) the type of every expression node."""
 
@@ -75,6 +88,8 @@ class Typer:
 
     def binary(self, e: Binary) -> VType:
         a, b = self(e.lhs), self(e.rhs)
+        if e.op != "**":
+            check_literals(dtypes.promote(a, b), (e.lhs, e.rhs), e)
         if e.op in COMPARE_OPS:
             return VType(BOOL)
         if e.op == "/":
@@ -98,10 +113,10 @@ class Typer:
         if f == "abs":
             return ts[0] if ts[0].dtype is not BOOL else VType(INT64, ts[0].weak)
         if f in ("min", "max"):
-            return dtypes.promote(ts[0], ts[1])
+            return check_literals(dtypes.promote(ts[0], ts[1]), e.args, e)
         if f == "where":
             if ts[0].dtype is not BOOL:
                 raise TypeCheckError(f"in {expr_to_str(e)}: the condition of where() must be a comparison "
                                      f"(bool), got {ts[0].dtype}")
-            return dtypes.promote(ts[1], ts[2])
+            return check_literals(dtypes.promote(ts[1], ts[2]), e.args[1:], e)
         raise TypeCheckError(f"unknown function {f!r}")

@@ -1,0 +1,275 @@
+"""Binding call arguments: parameter inference, explicit parameters, torch tensors, views and scalars."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import polytri as pt
+from polytri.args import bind
+from polytri.ir import to_program
+
+
+def _shapes_program() -> pt.Program:
+    p = pt.Program("shapes", params=["N", "M"])
+    p.array("X", ("N + 1",), "float64")
+    p.array("Y", ("M", "N"), "float64")
+    with p.loop("i", 0, "N + 1"):
+        p.assign("X[i] = 2 * i + N")
+    with p.loop("j", 0, "M"):
+        with p.loop("i", 0, "N"):
+            p.assign("Y[j, i] = 10 * M + i")
+    return p
+
+
+def _expected_shapes(n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    x = 2.0 * np.arange(n + 1) + n
+    y = np.broadcast_to(10.0 * m + np.arange(n), (m, n))
+    return x, y
+
+
+def _runners(p: pt.Program) -> list[Any]:
+    k = pt.compile(p)
+    return [k, lambda **kw: pt.reference(p, **kw)]
+
+
+def test_bind_infers_parameters_from_shapes() -> None:
+    prog = to_program(_shapes_program())
+    b = bind(prog, {"X": np.zeros(6), "Y": np.zeros((3, 5))})
+    assert b.params == {"N": 5, "M": 3}
+    assert set(b.arrays) == {"X", "Y"} and b.scalars == {}
+    # an explicit value that agrees with the shapes is accepted, also as a numpy integer
+    assert bind(prog, {"X": np.zeros(6), "Y": np.zeros((3, 5)), "N": np.int64(5)}).params == {"N": 5, "M": 3}
+    with pytest.raises(pt.ArgumentError, match="extent 4 in dimension 1"):
+        bind(prog, {"X": np.zeros(6), "Y": np.zeros((3, 4))})  # X says N = 5, Y says N = 4
+
+
+@pytest.mark.cc
+def test_inferred_parameters_drive_the_computation() -> None:
+    p = _shapes_program()
+    for run in _runners(p):
+        x, y = np.zeros(6), np.zeros((3, 5))
+        run(X=x, Y=y)
+        ex, ey = _expected_shapes(5, 3)
+        np.testing.assert_array_equal(x, ex)
+        np.testing.assert_array_equal(y, ey)
+
+
+@pytest.mark.cc
+def test_empty_extent_infers_zero() -> None:
+    p = _shapes_program()
+    for run in _runners(p):
+        x, y = np.zeros(1), np.zeros((4, 0))
+        run(X=x, Y=y)
+        np.testing.assert_array_equal(x, [0.0])  # N = 0: X[0] = 2 * 0 + 0
+
+
+def test_scaled_extent_inference() -> None:
+    p = pt.Program("scaled", params=["N"])
+    p.array("A", ("2 * N",), "float64")
+    p.array("B", ("N - 1",), "float64")
+    prog = to_program(p)
+    assert bind(prog, {"A": np.zeros(8), "B": np.zeros(3)}).params == {"N": 4}
+    with pytest.raises(pt.ArgumentError, match="'A'|'B'"):
+        bind(prog, {"A": np.zeros(8), "B": np.zeros(4)})
+    # 7 is no 2 * N, but N can still be learnt from B, and then A is the mismatch
+    with pytest.raises(pt.ArgumentError, match="'A'"):
+        bind(prog, {"A": np.zeros(7), "B": np.zeros(3)})
+
+
+def _time_program() -> pt.Program:
+    p = pt.Program("timed", params=["T", "N"])
+    p.array("A", ("N",), "int64")
+    with p.loop("t", 0, "T"):
+        with p.loop("i", 0, "N"):
+            p.assign("A[i] += t + 1")
+    return p
+
+
+@pytest.mark.cc
+def test_explicit_parameters() -> None:
+    p = _time_program()
+    for run in _runners(p):
+        a = np.zeros(4, np.int64)
+        run(A=a, T=3)
+        np.testing.assert_array_equal(a, np.full(4, 6))
+        run(A=a, T=np.int32(2), N=4)
+        np.testing.assert_array_equal(a, np.full(4, 9))
+        run(A=a, T=0)
+        np.testing.assert_array_equal(a, np.full(4, 9))
+        with pytest.raises(pt.ArgumentError, match="T"):
+            run(A=a)  # T appears in no shape
+        with pytest.raises(pt.ArgumentError, match="N"):
+            run(A=a, T=1, N=3)  # contradicts the shape
+        np.testing.assert_array_equal(a, np.full(4, 9))
+
+
+@pytest.mark.cc
+def test_torch_tensors_are_written_in_place_zero_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = _shapes_program()
+    k = pt.compile(p)
+    base = torch.zeros(10, dtype=torch.float64)
+    x = base[2:8]                      # contiguous view with a storage offset
+    y = torch.zeros(3, 5, dtype=torch.float64)
+    ptrs = (x.data_ptr(), y.data_ptr())
+    # a contiguous tensor is passed by pointer: nothing is copied back after the call
+    import polytri.cpu_codegen.kernel as kernel_module
+
+    def no_copy_back(*args: Any) -> None:
+        raise AssertionError("a contiguous tensor was copied instead of being used in place")
+
+    monkeypatch.setattr(kernel_module, "_write_back", no_copy_back, raising=False)
+    k(X=x, Y=y)
+    assert (x.data_ptr(), y.data_ptr()) == ptrs
+    ex, ey = _expected_shapes(5, 3)
+    np.testing.assert_array_equal(base[2:8].numpy(), ex)            # the caller's storage holds the result
+    np.testing.assert_array_equal(base[:2].numpy(), [0, 0])         # and nothing around the view changed
+    np.testing.assert_array_equal(base[8:].numpy(), [0, 0])
+    np.testing.assert_array_equal(y.numpy(), ey)
+
+
+def test_reference_on_torch_tensors() -> None:
+    p = _shapes_program()
+    base = torch.zeros(10, dtype=torch.float64)
+    x, y = base[2:8], torch.zeros(3, 5, dtype=torch.float64)
+    pt.reference(p, X=x, Y=y)
+    ex, ey = _expected_shapes(5, 3)
+    np.testing.assert_array_equal(base[2:8].numpy(), ex)
+    np.testing.assert_array_equal(base[8:].numpy(), [0, 0])
+    np.testing.assert_array_equal(y.numpy(), ey)
+
+
+def _transpose_program() -> pt.Program:
+    p = pt.Program("tr", params=["N", "M"])
+    p.array("A", ("N", "M"), "float32")
+    p.array("B", ("N", "M"), "float32")
+    with p.loop("i", 0, "N"):
+        with p.loop("j", 0, "M"):
+            p.assign("B[i, j] = B[i, j] + A[i, j] * 2.0 + float32(100 * i + j)")
+    return p
+
+
+def _transpose_expected(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    n, m = a.shape
+    return b + a * 2 + (100 * np.arange(n)[:, None] + np.arange(m)[None, :]).astype(np.float32)
+
+
+@pytest.mark.cc
+def test_non_contiguous_numpy_views() -> None:
+    p = _transpose_program()
+    for run in _runners(p):
+        abase = np.arange(60, dtype=np.float32).reshape(6, 10)
+        bbase = np.arange(200, dtype=np.float32).reshape(10, 20) * -1
+        borig = bbase.copy()
+        a = abase[::2, 1::3]             # (3, 3) strided view
+        b = bbase[1:4, ::-7]             # (3, 3) view with a negative stride
+        assert not a.flags.c_contiguous and not b.flags.c_contiguous
+        want = _transpose_expected(a.copy(), b.copy())
+        run(A=a, B=b)
+        np.testing.assert_array_equal(b, want)
+        # only the viewed elements of the base changed
+        mask = np.zeros(bbase.shape, bool)
+        mask[1:4, ::-7] = True
+        np.testing.assert_array_equal(bbase[~mask], borig[~mask])
+        np.testing.assert_array_equal(abase, np.arange(60, dtype=np.float32).reshape(6, 10))
+
+
+@pytest.mark.cc
+def test_fortran_order_and_transposed_numpy() -> None:
+    p = _transpose_program()
+    for run in _runners(p):
+        a = np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+        bt = np.ones((4, 3), np.float32)
+        b = bt.T
+        want = _transpose_expected(a.copy(), b.copy())
+        run(A=a, B=b)
+        np.testing.assert_array_equal(b, want)
+        np.testing.assert_array_equal(bt, want.T)
+
+
+@pytest.mark.cc
+def test_torch_transposes() -> None:
+    p = _transpose_program()
+    for run in _runners(p):
+        at = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+        bt = torch.full((4, 3), 0.5)
+        a, b = at.T, bt.T
+        assert not a.is_contiguous() and not b.is_contiguous()
+        want = _transpose_expected(a.numpy().copy(), b.numpy().copy())
+        run(A=a, B=b)
+        np.testing.assert_array_equal(b.numpy(), want)
+        np.testing.assert_array_equal(bt.numpy(), want.T)   # written back into the caller's storage
+
+
+@pytest.mark.cc
+def test_disjoint_views_of_one_buffer_are_accepted() -> None:
+    p = _transpose_program()
+    for run in _runners(p):
+        buf = np.zeros((6, 4), np.float32)
+        a, b = buf[:3], buf[3:]
+        a[...] = 1.0
+        run(A=a, B=b)
+        np.testing.assert_array_equal(b, _transpose_expected(np.ones((3, 4), np.float32), np.zeros((3, 4), np.float32)))
+        np.testing.assert_array_equal(a, np.ones((3, 4)))
+
+
+def _scalar_program() -> pt.Program:
+    p = pt.Program("scal", params=["N"])
+    p.array("F", ("N",), "float64")
+    p.array("I", ("N",), "int32")
+    p.array("Bo", ("N",), "bool")
+    p.scalar("f", "float32")
+    p.scalar("n", "int32")
+    p.scalar("b", "bool")
+    with p.loop("i", 0, "N"):
+        p.assign("F[i] = float64(f) * i")
+        p.assign("I[i] = n + i")
+        p.assign("Bo[i] = where(b, i < 1, i >= 1)")
+    return p
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("f, n, b", [
+    (np.float32(1.5), np.int32(-3), np.bool_(True)),
+    (np.float64(1.5), np.int64(-3), np.bool_(True)),
+    (1.5, np.int8(-3), True),
+    (torch.tensor(1.5), torch.tensor(-3), torch.tensor(True)),
+])
+def test_scalars_as_numpy_scalars(f: Any, n: Any, b: Any) -> None:
+    p = _scalar_program()
+    for run in _runners(p):
+        fa, ia, ba = np.zeros(3), np.zeros(3, np.int32), np.zeros(3, bool)
+        run(F=fa, I=ia, Bo=ba, f=f, n=n, b=b)
+        np.testing.assert_array_equal(fa, [0.0, 1.5, 3.0])
+        np.testing.assert_array_equal(ia, [-3, -2, -1])
+        np.testing.assert_array_equal(ba, [True, False, False])
+
+
+def test_scalar_value_is_rounded_to_its_dtype() -> None:
+    prog = to_program(_scalar_program())
+    args = {"F": np.zeros(3), "I": np.zeros(3, np.int32), "Bo": np.zeros(3, bool), "n": 1, "b": False}
+    bound = bind(prog, {**args, "f": 0.1})
+    assert bound.scalars["f"] == np.float32(0.1)
+    assert bound.scalars["n"] == 1 and bound.scalars["b"] == np.bool_(False)
+    with pytest.raises(pt.ArgumentError, match="'n'"):
+        bind(prog, {**args, "f": 0.1, "n": 1.5})
+    with pytest.raises(pt.ArgumentError, match="'n'"):
+        bind(prog, {**args, "f": 0.1, "n": np.float64(2.0)})
+
+
+@pytest.mark.cc
+def test_expanded_torch_tensor_is_rejected_before_anything_runs() -> None:
+    p = pt.Program("expand", params=["N"])
+    p.array("A", ("N",), "float32")
+    p.array("B", ("N",), "float32")
+    with p.loop("i", 0, "N"):
+        p.assign("B[i] = A[i] * 2.0")
+    for run in _runners(p):
+        a = torch.ones(1).expand(4)
+        b = torch.zeros(4)
+        with pytest.raises(pt.ArgumentError, match="'A'"):
+            run(A=a, B=b)
+        assert torch.equal(b, torch.zeros(4))
