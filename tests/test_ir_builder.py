@@ -260,3 +260,14 @@ def test_statement_names_stay_unique() -> None:
         assert "'S1'" in str(exc)
     names = [s.name for s in p.statements]
     assert len(set(names)) == len(names)
+
+
+def test_rejected_statement_leaves_no_trace() -> None:
+    p = pt.Program("trace", params=["N"])
+    p.array("A", ("N",))
+    with p.loop("i", 0, "N"):
+        with pytest.raises(pt.NotAffineError):
+            p.assign("A[i * i] = 1.0")
+        p.assign("A[i] = 1.0")
+    (st,) = p.build().statements
+    assert st.name == "S0" and st.position == (0, 0)

@@ -191,13 +191,16 @@ class ProgramBuilder:
     def _loops(self) -> list[_Frame]:
         return [f for f in self._s.stack if f.var is not None]
 
-    def _claim_position(self) -> int:
+    def _claim_position(self, *, commit: bool = True) -> int:
+        """Rank of the next child of the innermost open loop (taken unless ``commit`` is false)."""
         loops = self._loops()
-        if loops:
-            loops[-1].children += 1
-            return loops[-1].children - 1
-        self._s.top_children += 1
-        return self._s.top_children - 1
+        rank = loops[-1].children if loops else self._s.top_children
+        if commit:
+            if loops:
+                loops[-1].children += 1
+            else:
+                self._s.top_children += 1
+        return rank
 
     # -- statements ----------------------------------------------------------------------------------
     def _next_name(self) -> str:
@@ -218,8 +221,9 @@ class ProgramBuilder:
             if f.negated:
                 cut = isl.Set(f"{params_prefix(self._s.params)}{{ {name}[{', '.join(iters)}] : {f.constraint} }}")
                 dom = dom.subtract(cut)
-        position = tuple(f.index for f in loops) + (self._claim_position(),)
+        position = tuple(f.index for f in loops) + (self._claim_position(commit=False),)
         stmt = self._make_statement(name, dom, iters, position, text)
+        self._claim_position()  # only once the statement is accepted: a rejected one leaves no trace
         self._add(stmt)
         return name
 
@@ -250,8 +254,9 @@ class ProgramBuilder:
                 raise ProgramError(f"statement {name!r}: iterator {it!r} clashes with the {self._names()[it]} of the same name")
         full = isl.Set(f"{params_prefix(self._s.params)}{{ {name}[{', '.join(iters)}] }}")
         dom = dom.align_params(full.get_space()).intersect(full)
-        position = (self._claim_position(),) + (0,) * len(iters)
+        position = (self._claim_position(commit=False),) + (0,) * len(iters)
         stmt = self._make_statement(name, dom, iters, position, body, extra_iters=iters)
+        self._claim_position()
         self._add(stmt)
         return name
 
