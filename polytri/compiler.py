@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +19,9 @@ from .ir.textform import program_to_text
 from .ir.verify import verify
 from .loop_ast import For, Node, build_loop_ast, walk
 from .schedule.dependences import Dependences, compute_dependences
-from .schedule.schedule import Schedule, is_legal, original_schedule
+from .schedule.legality import IllegalScheduleError, prove_legal
+from .schedule.pluto import FUSION_POLICIES, SchedulingError, pluto_schedule
+from .schedule.schedule import Schedule, original_schedule
 
 log = logging.getLogger("polytri.compile")
 
@@ -26,6 +29,8 @@ TARGETS = ("cpu", "nvgpu", "amdgpu")
 
 #: Options of the cpu target, with their defaults and a description.
 CPU_OPTIONS: dict[str, tuple[Any, str]] = {
+    "schedule": ("pluto", "'pluto' (the affine scheduler) or 'original' (the input order)"),
+    "fuse": ("smart", "fusion policy of the scheduler: 'smart', 'max' or 'none'"),
     "openmp": (True, "parallelize the outermost parallel loop of each nest with OpenMP"),
     "simd": (True, "mark innermost parallel loops '#pragma omp simd'"),
     "threads": (None, "OpenMP thread count (default: OpenMP's own)"),
@@ -44,6 +49,10 @@ def _check_options(target: str, options: Mapping[str, Any] | None) -> dict[str, 
     for flag in ("openmp", "simd"):
         if not isinstance(merged[flag], bool):
             raise OptionError(f"option {flag!r} must be True or False, got {merged[flag]!r}")
+    if merged["schedule"] not in ("pluto", "original"):
+        raise OptionError(f"option 'schedule' must be 'pluto' or 'original', got {merged['schedule']!r}")
+    if merged["fuse"] not in FUSION_POLICIES:
+        raise OptionError(f"option 'fuse' must be one of {', '.join(FUSION_POLICIES)}, got {merged['fuse']!r}")
     t = merged["threads"]
     if t is not None and (isinstance(t, bool) or not isinstance(t, int) or t < 1):
         raise OptionError(f"option 'threads' must be a positive int, got {t!r}")
@@ -66,11 +75,8 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     opts = _check_options(target, options)
     verify(prog)
     deps = compute_dependences(prog)
-    schedule = original_schedule(prog, deps)
-    if not is_legal(schedule.map, deps):  # the original order is legal by construction; checked anyway
-        raise AssertionError(f"{prog.name}: the original schedule violates a dependence")
+    schedule, decisions = choose_schedule(prog, deps, opts["schedule"], opts["fuse"])
     ast = build_loop_ast(prog, schedule)
-    decisions = [f"schedule: the original order ({schedule.origin})"]
     for n in walk(ast):
         if isinstance(n, For):
             what = "parallel" if n.parallel else "carries a dependence"
@@ -98,3 +104,22 @@ def _dump(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, sourc
         with open(os.path.join(folder, f"{prog.name}.{suffix}"), "w") as f:
             f.write(text)
     log.info("%s: stages written to %s", prog.name, folder)
+
+
+def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str) -> tuple[Schedule, list[str]]:
+    """The schedule to generate code from, proved legal; the original order when the scheduler fails or
+    its result cannot be proved legal (with a warning: never wrong code)."""
+    original = original_schedule(prog, deps)
+    prove_legal(original.map, deps, what=f"{prog.name}: the original order")
+    if kind == "original":
+        return original, ["schedule: the original order (option schedule='original')"]
+    try:
+        sched = pluto_schedule(prog, deps, fuse=fuse)
+        prove_legal(sched.map, deps, what=f"{prog.name}: the Pluto schedule")
+    except (SchedulingError, IllegalScheduleError) as exc:
+        warnings.warn(f"polytri: {exc}; compiling {prog.name} in its original order", stacklevel=3)
+        log.warning("%s: falling back to the original order: %s", prog.name, exc)
+        return original, [f"schedule: the original order, because {exc}"]
+    decisions = [f"schedule: Pluto (fusion '{fuse}'), proved legal with isl"]
+    decisions += [f"scheduler: {d}" for d in sched.decisions]
+    return sched, decisions

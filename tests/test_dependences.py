@@ -8,7 +8,8 @@ import pytest
 import polytri as pt
 from polytri.ir import to_program
 from polytri.schedule.dependences import Dependences, compute_dependences
-from polytri.schedule.schedule import is_legal, original_schedule, parallel_dimensions
+from polytri.schedule.legality import is_legal
+from polytri.schedule.schedule import original_schedule, parallel_dimensions
 
 
 def expect(program: pt.Program, text: str) -> isl.UnionMap:

@@ -18,6 +18,21 @@ log = logging.getLogger("polytri.schedule")
 
 
 @dataclass(frozen=True)
+class Band:
+    """Consecutive loop dimensions that are permutable (every dependence not carried by an outer band is
+    non-negative along each of them): the band can be tiled."""
+
+    first: int
+    """Index of the band's first time dimension."""
+    width: int
+    """Number of dimensions."""
+
+    @property
+    def dims(self) -> range:
+        return range(self.first, self.first + self.width)
+
+
+@dataclass(frozen=True)
 class Schedule:
     """A statement-wise affine schedule with per-dimension facts."""
 
@@ -26,7 +41,15 @@ class Schedule:
     parallel: tuple[bool, ...]
     """For each time dimension: ``True`` when no dependence is carried by it."""
     origin: str
-    """Which pass produced it (``original`` for the input order)."""
+    """Which pass produced it (``original`` for the input order, ``pluto`` for the scheduler)."""
+    bands: tuple[Band, ...] = ()
+    """Permutable bands (empty for the original order)."""
+    scalar: tuple[bool, ...] = ()
+    """For each time dimension: a constant per statement (a distribution), not a loop."""
+    decisions: tuple[str, ...] = ()
+    """What the scheduler decided and why (cuts, lazy hyperplanes, fallbacks)."""
+    rows: tuple[dict[str, str], ...] = ()
+    """Each time dimension as text per statement (``{"S0": "t", "S1": "t"}``), for reports."""
 
     @property
     def ndim(self) -> int:
@@ -68,16 +91,6 @@ def parallel_dimensions(schedule: isl.UnionMap, deps: Dependences) -> tuple[bool
     return tuple(result)
 
 
-def is_legal(schedule: isl.UnionMap, deps: Dependences) -> bool:
-    """Whether every dependence goes forward in time (source strictly before target)."""
-    tdeps = time_dependences(schedule, deps.all)
-    if tdeps is None:
-        return True
-    space = tdeps.get_space()
-    forward = isl.Map.lex_lt(space.domain())
-    return tdeps.is_subset(forward.intersect_params(tdeps.params()))
-
-
 def _time_width(schedule: isl.UnionMap) -> int:
     widths: set[int] = set()
     schedule.foreach_map(lambda m: widths.add(m.dim(isl.dim_type.out)))
@@ -90,6 +103,7 @@ def original_schedule(program: Program, deps: Dependences) -> Schedule:
     """The input order as a :class:`Schedule`, with its parallel dimensions."""
     sched = program.schedule
     par = parallel_dimensions(sched, deps)
+    scalar = tuple(k % 2 == 0 for k in range(len(par)))
     log.info("%s: original order, parallel time dimensions %s", program.name,
              [k for k, p in enumerate(par) if p and k % 2 == 1])
-    return Schedule(sched, par, "original")
+    return Schedule(sched, par, "original", scalar=scalar)

@@ -1,0 +1,327 @@
+"""A Pluto-style affine scheduler (Bondhugula et al., PLDI 2008; Pluto+, TOPLAS 2016) on islpy.
+
+Hyperplanes are found one at a time.  Each is valid for every dependence not yet carried by an
+earlier band (so the rows of a band are permutable: the band can be tiled), bounded by ``u . n + w``,
+and is the lexicographic minimum of ``(u, w, statement coefficients innermost first, constants)``
+(isl's exact integer ``lexmin``), with non-negative coefficients, linearly independent of the
+statement's earlier rows.  When no hyperplane exists the band ends; the dependences it carried are
+removed (exactly: only the pairs of instances on which all its rows are equal remain), and when still
+no hyperplane can be found the statements are distributed between the strongly connected components of
+the graph of the remaining dependences (a scalar dimension), as the fusion policy says:
+
+* ``max``: cut only when no hyperplane can be found;
+* ``smart`` (default): also cut at the start between components of different loop depths;
+* ``none``: cut between all components at the start (one nest per component).
+
+The result is checked by :mod:`polytri.schedule.legality`, which knows nothing of this module.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from fractions import Fraction
+from math import lcm
+
+import islpy as isl
+import networkx as nx
+import sympy
+
+from ..errors import PolytriError
+from ..ir.program import Program, params_prefix
+from .dependences import Dependences
+from .farkas import Layout, aligned_pieces, bounding, validity
+from .schedule import Band, Schedule, parallel_dimensions
+
+log = logging.getLogger("polytri.schedule")
+
+FUSION_POLICIES = ("smart", "max", "none")
+
+#: Bounds on the unknowns: coefficients, shifts, and the bounding function's terms.
+MAX_COEFF = 8
+MAX_SHIFT = 64
+MAX_BOUND = 256
+#: isl operations allowed per lexmin (so that no ILP can hang the compiler).
+MAX_OPERATIONS = 2_000_000
+
+
+class SchedulingError(PolytriError):
+    """The scheduler could not find a complete schedule (the caller falls back to the original order)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One schedule dimension: an affine function per statement."""
+
+    coeffs: dict[str, tuple[int, ...]]
+    """Iterator coefficients per statement (all zero for a scalar dimension)."""
+    consts: dict[str, int]
+    """Constant term per statement."""
+    scalar: bool
+    """A distribution (cut) dimension rather than a loop."""
+
+    def text(self, stmt: str, iterators: tuple[str, ...]) -> str:
+        terms = [(c, it) for c, it in zip(self.coeffs[stmt], iterators) if c]
+        s = " + ".join(it if c == 1 else f"{c}*{it}" for c, it in terms)
+        k = self.consts[stmt]
+        if not s:
+            return str(k)
+        return f"{s} + {k}" if k > 0 else (f"{s} - {-k}" if k < 0 else s)
+
+
+@dataclass
+class _State:
+    program: Program
+    layout: Layout
+    rows: list[Row] = field(default_factory=list)
+    bands: list[Band] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+
+    def stmt_rows(self, name: str) -> list[tuple[int, ...]]:
+        return [r.coeffs[name] for r in self.rows if not r.scalar]
+
+    def rank(self, name: str) -> int:
+        rows = self.stmt_rows(name)
+        return sympy.Matrix(rows).rank() if rows else 0
+
+    def full_rank(self, name: str) -> bool:
+        return self.rank(name) == self.layout.dims(name)
+
+
+# -- linear independence ------------------------------------------------------------------------------
+def _orthogonal_complement(rows: list[tuple[int, ...]], m: int) -> list[tuple[int, ...]]:
+    """Integer basis of the vectors orthogonal to ``rows`` (all of Z^m when there are none)."""
+    if not rows:
+        return [tuple(1 if j == k else 0 for j in range(m)) for k in range(m)]
+    basis = sympy.Matrix(rows).nullspace()
+    out = []
+    for v in basis:
+        fr = [Fraction(str(x)) for x in v]
+        den = lcm(*(f.denominator for f in fr))
+        ints = [int(f * den) for f in fr]
+        # orient so that the first non-zero entry is positive (Pluto does the same)
+        first = next(x for x in ints if x)
+        out.append(tuple(x if first > 0 else -x for x in ints))
+    return out
+
+
+def _independence(state: _State, names: list[str], lazy: bool) -> isl.BasicSet | isl.Set:
+    """Constraints making the new row independent of each listed statement's rows (eager), or of at
+    least one statement's (lazy)."""
+    lay = state.layout
+    base = isl.BasicSet.universe(isl.BasicSet(f"{{ {lay.space()} }}").get_space())
+    sums: list[str] = []
+    cons: list[str] = []
+    for name in names:
+        comp = _orthogonal_complement(state.stmt_rows(name), lay.dims(name))
+        exprs = [" + ".join(f"{h} * {lay.coeff(name, j)}" for j, h in enumerate(vec) if h) for vec in comp]
+        exprs = [e for e in exprs if e]
+        cons += [f"{e} >= 0" for e in exprs]
+        if exprs:
+            sums.append("(" + " + ".join(exprs) + ")")
+    if not sums:
+        return base
+    if lazy:
+        cons.append(" + ".join(sums) + " >= 1")
+    else:
+        cons += [f"{s} >= 1" for s in sums]
+    return base.intersect(isl.BasicSet(f"{{ {lay.space()} : {' and '.join(cons)} }}"))
+
+
+def _bounds(layout: Layout) -> isl.BasicSet:
+    cons = []
+    for k in range(len(layout.params)):
+        cons.append(f"0 <= {layout.u(k)} <= {MAX_BOUND}")
+    cons.append(f"0 <= w <= {MAX_BOUND}")
+    for name, m in layout.statements:
+        cons += [f"0 <= {layout.coeff(name, j)} <= {MAX_COEFF}" for j in range(m)]
+        cons.append(f"0 <= {layout.const(name)} <= {MAX_SHIFT}")
+    return isl.BasicSet(f"{{ {layout.space()} : {' and '.join(cons)} }}")
+
+
+# -- one hyperplane -----------------------------------------------------------------------------------
+def _lexmin(space_set: isl.BasicSet | isl.Set) -> dict[str, int] | None:
+    ctx = space_set.get_ctx()
+    ctx.reset_operations()
+    ctx.set_max_operations(MAX_OPERATIONS)
+    try:
+        best = space_set.lexmin()
+        if best.is_empty():
+            return None
+        pt = best.sample_point()
+    except isl.Error as exc:
+        raise SchedulingError(f"the hyperplane ILP exceeded its budget or failed: {exc}") from None
+    finally:
+        ctx.set_max_operations(0)
+    names = [best.get_dim_name(isl.dim_type.set, i) for i in range(best.dim(isl.dim_type.set))]
+    return {n: int(pt.get_coordinate_val(isl.dim_type.set, i).to_python()) for i, n in enumerate(names)}
+
+
+def _row_from_solution(layout: Layout, sol: dict[str, int]) -> Row:
+    coeffs = {n: tuple(sol[layout.coeff(n, j)] for j in range(m)) for n, m in layout.statements}
+    consts = {n: sol[layout.const(n)] for n, _ in layout.statements}
+    return Row(coeffs, consts, scalar=False)
+
+
+# -- dependences left after a band or a cut -----------------------------------------------------------
+def _row_constraint(row: Row, program: Program, piece: isl.BasicMap, op: str) -> isl.BasicMap:
+    """``piece`` restricted by ``phi_T(t) op phi_S(s)`` for one row."""
+    src = program.statement(piece.get_tuple_name(isl.dim_type.in_))
+    dst = program.statement(piece.get_tuple_name(isl.dim_type.out))
+    s_vars = [f"s{j}" for j in range(len(src.iterators))]
+    t_vars = [f"t{j}" for j in range(len(dst.iterators))]
+
+    def phi(stmt_name: str, vars_: list[str]) -> str:
+        terms = [f"{c}*{v}" for c, v in zip(row.coeffs[stmt_name], vars_) if c]
+        return " + ".join(terms + [str(row.consts[stmt_name])])
+
+    text = (f"{params_prefix(program.params)}{{ {src.name}[{', '.join(s_vars)}] -> {dst.name}[{', '.join(t_vars)}] : "
+            f"{phi(dst.name, t_vars)} {op} {phi(src.name, s_vars)} }}")
+    return piece.intersect(isl.BasicMap(text).align_params(piece.get_space()))
+
+
+def _uncarried(pieces: list[isl.BasicMap], rows: list[Row], program: Program) -> list[isl.BasicMap]:
+    """The parts of the dependence pieces on which every row of ``rows`` is equal at source and target."""
+    out = []
+    for piece in pieces:
+        for row in rows:
+            piece = _row_constraint(row, program, piece, "=")
+            if piece.is_empty():
+                break
+        if not piece.is_empty():
+            out.append(piece)
+    return out
+
+
+# -- cuts ---------------------------------------------------------------------------------------------
+def _dep_graph(program: Program, pieces: list[isl.BasicMap]) -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.add_nodes_from(s.name for s in program.statements)
+    for p in pieces:
+        g.add_edge(p.get_tuple_name(isl.dim_type.in_), p.get_tuple_name(isl.dim_type.out))
+    return g
+
+
+def _components_in_order(program: Program, g: nx.DiGraph) -> list[list[str]]:
+    """Strongly connected components in a topological order (ties: original statement order)."""
+    order = {s.name: k for k, s in enumerate(program.statements)}
+    cond = nx.condensation(g)
+    members = {c: sorted(cond.nodes[c]["members"], key=order.__getitem__) for c in cond.nodes}
+    topo = nx.lexicographical_topological_sort(cond, key=lambda c: order[members[c][0]])
+    return [members[c] for c in topo]
+
+
+def _cut(state: _State, groups: list[list[str]], why: str) -> None:
+    """Add a scalar dimension placing each group of statements after the previous groups."""
+    consts = {n: k for k, grp in enumerate(groups) for n in grp}
+    zero = {n: (0,) * m for n, m in state.layout.statements}
+    state.rows.append(Row(zero, consts, scalar=True))
+    state.decisions.append(f"cut {' | '.join(', '.join(g) for g in groups)}: {why}")
+    log.info("%s: %s", state.program.name, state.decisions[-1])
+
+
+def _initial_cut(state: _State, fuse: str, pieces: list[isl.BasicMap]) -> None:
+    comps = _components_in_order(state.program, _dep_graph(state.program, pieces))
+    if len(comps) <= 1 or fuse == "max":
+        return
+    if fuse == "none":
+        _cut(state, comps, "fusion policy 'none' distributes every strongly connected component")
+        return
+    depth = {s.name: len(s.iterators) for s in state.program.statements}
+    groups: list[list[str]] = []
+    last = None
+    for comp in comps:
+        d = max(depth[n] for n in comp)
+        if groups and d == last:
+            groups[-1].extend(comp)
+        else:
+            groups.append(list(comp))
+        last = d
+    if len(groups) > 1:
+        _cut(state, groups, "smart fusion keeps loop nests of different depths apart")
+
+
+# -- the driver ---------------------------------------------------------------------------------------
+def _find_band(state: _State, pieces: list[isl.BasicMap], constraints: isl.BasicSet) -> list[Row]:
+    lay = state.layout
+    band: list[Row] = []
+    max_rows = max((m for _, m in lay.statements), default=0)
+    while len(band) < max_rows:
+        pending = [n for n, _ in lay.statements if not state.full_rank(n)]
+        if not pending:
+            break
+        sol = None
+        for lazy in (False, True):
+            sol = _lexmin(constraints.intersect(_independence(state, pending, lazy)))
+            if sol is not None:
+                if lazy:
+                    state.decisions.append("hyperplane found in lazy mode (independent for some statements only)")
+                break
+        if sol is None:
+            break
+        row = _row_from_solution(lay, sol)
+        state.rows.append(row)
+        band.append(row)
+        log.info("%s: hyperplane %s", state.program.name,
+                 ", ".join(f"{s.name}: {row.text(s.name, s.iterators)}" for s in state.program.statements))
+    return band
+
+
+def pluto_schedule(program: Program, deps: Dependences, *, fuse: str = "smart") -> Schedule:
+    """Find a Pluto schedule for ``program``; raise :class:`SchedulingError` when none is found."""
+    if fuse not in FUSION_POLICIES:
+        raise SchedulingError(f"unknown fusion policy {fuse!r}; known: {', '.join(FUSION_POLICIES)}")
+    lay = Layout.of(program)
+    state = _State(program, lay)
+    pieces = aligned_pieces(deps.all, program.params)
+    _initial_cut(state, fuse, pieces)
+    pieces = _uncarried(pieces, state.rows, program)
+    bounds = _bounds(lay)
+    guard = 0
+    while True:
+        guard += 1
+        if guard > 4 * (program.depth + 2) * max(1, len(program.statements)):
+            raise SchedulingError(f"{program.name}: the scheduler did not converge")
+        done = all(state.full_rank(n) for n, _ in lay.statements)
+        if done and not pieces:
+            break
+        band_rows: list[Row] = []
+        if not done:
+            constraints = bounds
+            for p in pieces:
+                constraints = constraints.intersect(validity(lay, p)).intersect(bounding(lay, p))
+            first = len(state.rows)
+            band_rows = _find_band(state, pieces, constraints)
+            if band_rows:
+                state.bands.append(Band(first, len(band_rows)))
+                pieces = _uncarried(pieces, band_rows, program)
+                continue
+        if not pieces:
+            raise SchedulingError(f"{program.name}: no independent hyperplane within the coefficient bounds")
+        comps = _components_in_order(program, _dep_graph(program, pieces))
+        where = {n: k for k, comp in enumerate(comps) for n in comp}
+        if all(where[p.get_tuple_name(isl.dim_type.in_)] == where[p.get_tuple_name(isl.dim_type.out)] for p in pieces):
+            raise SchedulingError(f"{program.name}: no hyperplane satisfies the remaining dependences, and they "
+                                  f"lie within strongly connected components that a cut cannot separate")
+        _cut(state, comps, "no further permutable hyperplane; distributing the strongly connected components")
+        pieces = _uncarried(pieces, state.rows[-1:], program)
+    if len(program.statements) > 1 and not (state.rows and state.rows[-1].scalar):
+        order = [[s.name] for s in program.statements]
+        _cut(state, order, "orders statements that share every loop (no dependence between them remains)")
+    return _as_schedule(state, deps)
+
+
+def _as_schedule(state: _State, deps: Dependences) -> Schedule:
+    program = state.program
+    union = isl.UnionMap.empty(program.context.get_space())
+    for st in program.statements:
+        dims = [r.text(st.name, st.iterators) for r in state.rows]
+        m = isl.Map(f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}] -> [{', '.join(dims)}] }}")
+        union = union.union(isl.UnionMap.from_map(m.intersect_domain(st.domain)))
+    union = union.intersect_params(program.context)
+    par = parallel_dimensions(union, deps)
+    scalar = tuple(r.scalar for r in state.rows)
+    return Schedule(union, par, "pluto", bands=tuple(state.bands), scalar=scalar,
+                    decisions=tuple(state.decisions),
+                    rows=tuple({st.name: r.text(st.name, st.iterators) for st in program.statements}
+                               for r in state.rows))
