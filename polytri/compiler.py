@@ -29,7 +29,8 @@ TARGETS = ("cpu", "nvgpu", "amdgpu")
 
 #: Options of the cpu target, with their defaults and a description.
 CPU_OPTIONS: dict[str, tuple[Any, str]] = {
-    "schedule": ("pluto", "'pluto' (the affine scheduler) or 'original' (the input order)"),
+    "schedule": ("auto", "'pluto' (the affine scheduler), 'original' (the input order), or 'auto': Pluto "
+                         "unless its schedule has fewer parallel loops than the input order"),
     "fuse": ("smart", "fusion policy of the scheduler: 'smart', 'max' or 'none'"),
     "openmp": (True, "parallelize the outermost parallel loop of each nest with OpenMP"),
     "simd": (True, "mark innermost parallel loops '#pragma omp simd'"),
@@ -49,8 +50,8 @@ def _check_options(target: str, options: Mapping[str, Any] | None) -> dict[str, 
     for flag in ("openmp", "simd"):
         if not isinstance(merged[flag], bool):
             raise OptionError(f"option {flag!r} must be True or False, got {merged[flag]!r}")
-    if merged["schedule"] not in ("pluto", "original"):
-        raise OptionError(f"option 'schedule' must be 'pluto' or 'original', got {merged['schedule']!r}")
+    if merged["schedule"] not in ("auto", "pluto", "original"):
+        raise OptionError(f"option 'schedule' must be 'auto', 'pluto' or 'original', got {merged['schedule']!r}")
     if merged["fuse"] not in FUSION_POLICIES:
         raise OptionError(f"option 'fuse' must be one of {', '.join(FUSION_POLICIES)}, got {merged['fuse']!r}")
     t = merged["threads"]
@@ -120,6 +121,17 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str) -> t
         warnings.warn(f"polytri: {exc}; compiling {prog.name} in its original order", stacklevel=3)
         log.warning("%s: falling back to the original order: %s", prog.name, exc)
         return original, [f"schedule: the original order, because {exc}"]
-    decisions = [f"schedule: Pluto (fusion '{fuse}'), proved legal with isl"]
-    decisions += [f"scheduler: {d}" for d in sched.decisions]
-    return sched, decisions
+    decisions = [f"scheduler: {d}" for d in sched.decisions]
+    if kind == "auto" and parallel_loops(sched) < parallel_loops(original):
+        # Skewed bands pay off through tiling and wavefronts, which this compiler does not do yet: without
+        # them a skew only removes parallelism.
+        why = (f"the Pluto schedule has {parallel_loops(sched)} parallel loop(s), the input order "
+               f"{parallel_loops(original)}; without tiling the input order is kept")
+        log.info("%s: %s", prog.name, why)
+        return original, [f"schedule: the original order, because {why}"] + decisions
+    return sched, [f"schedule: Pluto (fusion '{fuse}'), proved legal with isl"] + decisions
+
+
+def parallel_loops(s: Schedule) -> int:
+    """Number of loop (non-scalar) time dimensions that carry no dependence."""
+    return sum(1 for d, par in enumerate(s.parallel) if par and not (d < len(s.scalar) and s.scalar[d]))

@@ -45,6 +45,20 @@ def _write_back(x: Any, tmp: Any) -> None:
         x[...] = tmp
 
 
+def schedule_table(s: Schedule, statements: list[str]) -> list[str]:
+    """One line per time dimension: kind (loop, scalar), band, parallel, and each statement's row."""
+    band_of = {d: k for k, b in enumerate(s.bands) for d in b.dims}
+    out = []
+    for d in range(s.ndim):
+        scalar = s.scalar[d] if d < len(s.scalar) else False
+        kind = "scalar " if scalar else "loop   "
+        band = f"band {band_of[d]} (permutable)" if d in band_of else ("-" if scalar else "outside bands")
+        par = "" if scalar else ("parallel" if s.parallel[d] else "sequential")
+        rows = ", ".join(f"{n}: {s.rows[d][n]}" for n in statements) if s.rows else ""
+        out.append(f"  t{d}: {kind} {band:22s} {par:10s} {rows}".rstrip())
+    return out
+
+
 class CpuKernel:
     """``pt.compile(program, target="cpu")``: call it with keyword arguments; it runs in place."""
 
@@ -77,6 +91,11 @@ class CpuKernel:
         """The final schedule: statement instances -> one common time space, lexicographic order."""
         return self._schedule.map
 
+    @property
+    def schedule_info(self) -> Schedule:
+        """The final schedule with its facts: bands, parallel and scalar dimensions, decisions."""
+        return self._schedule
+
     @public
     def __call__(self, **kwargs: Any) -> None:
         bound = bind(self.program, kwargs)
@@ -105,8 +124,7 @@ class CpuKernel:
             m = getattr(self.dependences, kind)
             lines.append(f"  {kind:6s} {'none' if m.is_empty() else m}")
         lines += ["", f"schedule ({self._schedule.origin}):", f"  {self._schedule.map}"]
-        par = [f"t{k}" for k, v in enumerate(self._schedule.parallel) if v]
-        lines.append(f"  parallel time dimensions: {', '.join(par) or 'none'}")
+        lines += [""] + schedule_table(self._schedule, [st.name for st in p.statements])
         lines += ["", "decisions:"] + [f"  - {d}" for d in self._decisions]
         lines += ["", f"library: {self.library}"]
         return "\n".join(lines)

@@ -31,6 +31,7 @@ from ..errors import PolytriError
 from ..ir.program import Program, params_prefix
 from .dependences import Dependences
 from .farkas import Layout, aligned_pieces, bounding, validity
+from .locality import best_innermost
 from .schedule import Band, Schedule, parallel_dimensions
 
 log = logging.getLogger("polytri.schedule")
@@ -308,7 +309,26 @@ def pluto_schedule(program: Program, deps: Dependences, *, fuse: str = "smart") 
     if len(program.statements) > 1 and not (state.rows and state.rows[-1].scalar):
         order = [[s.name] for s in program.statements]
         _cut(state, order, "orders statements that share every loop (no dependence between them remains)")
+    _reorder_bands(state)
     return _as_schedule(state, deps)
+
+
+def _reorder_bands(state: _State) -> None:
+    """Move the band row with the best spatial locality innermost (legal: band rows are permutable)."""
+    for band in state.bands:
+        if band.width < 2:
+            continue
+        dims = list(band.dims)
+        loop_index = {d: k for k, d in enumerate(i for i, r in enumerate(state.rows) if not r.scalar)}
+        loop_rows = {n: [r.coeffs[n] for r in state.rows if not r.scalar] for n, _ in state.layout.statements}
+        chosen = best_innermost(state.program, loop_rows, [loop_index[d] for d in dims])
+        dim = next(d for d in dims if loop_index[d] == chosen)
+        if dim != dims[-1]:
+            row = state.rows.pop(dim)
+            state.rows.insert(dims[-1], row)
+            state.decisions.append(f"band {state.bands.index(band)}: time dimension {dim} moved innermost "
+                                   f"for stride-1 / invariant accesses")
+            log.info("%s: %s", state.program.name, state.decisions[-1])
 
 
 def _as_schedule(state: _State, deps: Dependences) -> Schedule:

@@ -1,0 +1,74 @@
+"""Intra-band loop order for spatial locality and vectorization (Pluto's intra-tile optimization).
+
+The rows of a permutable band can be permuted freely: every dependence not carried by an outer band
+has a non-negative component on each row, so any order keeps it lexicographically positive.  The
+scheduler's cost function knows nothing of memory layout, so this pass picks, for each band, the row
+whose innermost traversal touches memory best, and moves it innermost:
+
+* the direction in which a statement's iterators move when only the candidate time dimension advances
+  is ``d = H^-1 e`` (H: the statement's loop rows, square and invertible);
+* an access ``A[L i + c]`` then moves by ``L d``: zero (invariant: +1), or only in its last subscript by
+  one element (stride-1, contiguous in row-major order: +2), or elsewhere (0).
+
+The row with the best total score over the band's statements goes innermost; ties keep the scheduler's
+order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import sympy
+
+from ..ir.affine import linear
+from ..ir.program import Program, Statement
+
+log = logging.getLogger("polytri.schedule")
+
+
+def _direction(rows: list[tuple[int, ...]], pos: int) -> list[sympy.Rational] | None:
+    """Iterator motion when time dimension ``pos`` of ``rows`` advances by one and the others stay."""
+    h = sympy.Matrix(rows)
+    if h.rows != h.cols or h.det() == 0:
+        return None
+    e = sympy.zeros(h.rows, 1)
+    e[pos] = 1
+    return list(h.LUsolve(e))
+
+
+def _access_score(st: Statement, d: list[sympy.Rational]) -> int:
+    score = 0
+    for acc in (st.target, *st.reads):
+        moves = []
+        for sub in acc.index:
+            form = linear(sub)
+            if form is None:
+                moves.append(None)
+                continue
+            coeffs, _ = form
+            moves.append(sum(coeffs.get(it, 0) * d[k] for k, it in enumerate(st.iterators)))
+        if any(m is None for m in moves):
+            continue
+        if all(m == 0 for m in moves):
+            score += 1
+        elif all(m == 0 for m in moves[:-1]) and abs(moves[-1]) == 1:
+            score += 2
+    return score
+
+
+def best_innermost(program: Program, loop_rows: dict[str, list[tuple[int, ...]]], band: Sequence[int]) -> int:
+    """Among the positions ``band`` (indices into each statement's loop rows), the one to put innermost."""
+    best, best_score = band[-1], None
+    for pos in band:
+        score = 0
+        for st in program.statements:
+            rows = loop_rows.get(st.name, [])
+            if not st.iterators or not rows:
+                continue
+            d = _direction(rows, pos)
+            if d is not None and any(d):
+                score += _access_score(st, d)
+        if best_score is None or score > best_score or (score == best_score and pos == band[-1]):
+            best, best_score = pos, score
+    return best
