@@ -17,7 +17,7 @@ from .ir.builder import to_program
 from .ir.program import Program
 from .ir.textform import program_to_text
 from .ir.verify import verify
-from .loop_ast import For, Node, build_loop_ast, walk
+from .loop_ast import For, Node, Run, build_loop_ast, walk
 from .schedule.dependences import Dependences, compute_dependences
 from .schedule.legality import IllegalScheduleError, prove_legal
 from .schedule.pluto import FUSION_POLICIES, SchedulingError, pluto_schedule
@@ -77,11 +77,12 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     verify(prog)
     deps = compute_dependences(prog)
     schedule, decisions = choose_schedule(prog, deps, opts["schedule"], opts["fuse"])
-    ast = build_loop_ast(prog, schedule)
+    ast = build_loop_ast(prog, schedule, deps)
     for n in walk(ast):
         if isinstance(n, For):
             what = "parallel" if n.parallel else "carries a dependence"
-            decisions.append(f"loop {n.var} (time dimension {n.dim}): {what}")
+            stmts = sorted({r.statement for r in walk(n.body) if isinstance(r, Run)}, key=lambda s: (len(s), s))
+            decisions.append(f"loop {n.var} (time dimension {n.dim}) over {', '.join(stmts)}: {what}")
     cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"])
     function = f"pt_{prog.name}"
     source = generate_c(prog, ast, function=function, options=cg)

@@ -14,7 +14,8 @@ import islpy as isl
 
 from .ir.expr import Binary, Call, Const, Expr, Unary, Var
 from .ir.program import Program
-from .schedule.schedule import Schedule
+from .schedule.dependences import Dependences
+from .schedule.schedule import Schedule, loop_is_parallel
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +86,20 @@ _COUNTER = re.compile(r"c(\d+)$")
 
 
 class _Converter:
-    def __init__(self, params: set[str], schedule: Schedule):
+    def __init__(self, params: set[str], schedule: Schedule, deps: Dependences | None):
         self.params = params
         self.schedule = schedule
+        self.deps = deps
+        self._parallel: dict[tuple[int, frozenset[str]], bool] = {}
+
+    def parallel(self, dim: int, stmts: frozenset[str]) -> bool:
+        """Parallel for the statements this loop encloses (the schedule's global flag without deps)."""
+        if self.deps is None or self.schedule.parallel[dim]:
+            return self.schedule.parallel[dim]
+        key = (dim, stmts)
+        if key not in self._parallel:
+            self._parallel[key] = loop_is_parallel(self.schedule.map, self.deps, dim, stmts)
+        return self._parallel[key]
 
     def expr(self, e: isl.AstExpr) -> Expr:
         kind = e.get_type()
@@ -127,8 +139,9 @@ class _Converter:
             dim = int(m.group(1))
             body = self.node(n.for_get_body())
             step = int(n.for_get_inc().get_val().to_python())
+            stmts = frozenset(r.statement for r in walk(body) if isinstance(r, Run))
             return For(var, dim, self.expr(n.for_get_init()), self.expr(n.for_get_cond()), step, body,
-                       self.schedule.parallel[dim], not _has_loop(body))
+                       self.parallel(dim, stmts), not _has_loop(body))
         if kind == isl.ast_node_type.if_:
             orelse = self.node(n.if_get_else_node()) if n.if_has_else_node() else None
             return If(self.expr(n.if_get_cond()), self.node(n.if_get_then_node()), orelse)
@@ -151,12 +164,13 @@ def _has_loop(n: Node) -> bool:
     return False
 
 
-def build_loop_ast(program: Program, schedule: Schedule) -> Node:
-    """Scan ``program``'s domain in the order of ``schedule`` and return the loop AST."""
+def build_loop_ast(program: Program, schedule: Schedule, deps: Dependences | None = None) -> Node:
+    """Scan ``program``'s domain in the order of ``schedule`` and return the loop AST; with ``deps``,
+    each loop's parallel flag considers only the statements it encloses."""
     build = isl.AstBuild.from_context(program.context)
     sched = schedule.map.intersect_domain(program.domain)
     tree = build.node_from_schedule_map(sched)
-    return _Converter(set(program.params), schedule).node(tree)
+    return _Converter(set(program.params), schedule, deps).node(tree)
 
 
 def walk(n: Node):

@@ -131,7 +131,8 @@ def test_dump_writes_every_stage(tmp_path, monkeypatch):
 def test_explain_reports_dependences_schedule_and_parallel_loops():
     report = pt.compile(jacobi_2d(), options={"schedule": "original"}).explain()
     for needle in ("S0: B[i, j] = 0.2 *", "flow", "anti", "output", "schedule (original)",
-                   "loop c1 (time dimension 1): carries a dependence", "loop c3 (time dimension 3): parallel"):
+                   "loop c1 (time dimension 1) over S0, S1: carries a dependence",
+                   "loop c3 (time dimension 3) over S0: parallel"):
         assert needle in report
 
 

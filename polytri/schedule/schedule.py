@@ -99,6 +99,29 @@ def _time_width(schedule: isl.UnionMap) -> int:
     return widths.pop() if widths else 0
 
 
+def loop_is_parallel(schedule: isl.UnionMap, deps: Dependences, dim: int, statements: frozenset[str]) -> bool:
+    """Whether a loop scanning time dimension ``dim`` over ``statements`` carries no dependence among
+    them.  Finer than :func:`parallel_dimensions`: distributed nests share time dimensions, and one
+    nest's reduction must not make another nest's loop sequential."""
+    inside = deps.all.intersect(_between(deps.all, statements))
+    tdeps = time_dependences(schedule, inside)
+    if tdeps is None:
+        return True
+    at_k = tdeps.intersect(_equal_prefix(tdeps.get_space(), dim))
+    return at_k.subtract(_equal_prefix(tdeps.get_space(), dim + 1)).is_empty()
+
+
+def _between(deps: isl.UnionMap, statements: frozenset[str]) -> isl.UnionMap:
+    """The universe relation between the listed statements (restricted to the spaces used in ``deps``)."""
+    keep = isl.UnionMap.empty(deps.get_space())
+    maps: list[isl.Map] = []
+    deps.foreach_map(maps.append)
+    for m in maps:
+        if m.get_tuple_name(isl.dim_type.in_) in statements and m.get_tuple_name(isl.dim_type.out) in statements:
+            keep = keep.union(isl.UnionMap.from_map(isl.Map.universe(m.get_space())))
+    return keep
+
+
 def original_schedule(program: Program, deps: Dependences) -> Schedule:
     """The input order as a :class:`Schedule`, with its parallel dimensions."""
     sched = program.schedule
