@@ -11,7 +11,7 @@ whose innermost traversal touches memory best, and moves it innermost:
   one element (stride-1, contiguous in row-major order: +2), or elsewhere (0).
 
 The row with the best total score over the band's statements goes innermost; ties keep the scheduler's
-order.
+order.  (The scheduler also refuses a move that would push the band's outermost parallel loop inward.)
 """
 
 from __future__ import annotations
@@ -57,9 +57,10 @@ def _access_score(st: Statement, d: list[sympy.Rational]) -> int:
     return score
 
 
-def best_innermost(program: Program, loop_rows: dict[str, list[tuple[int, ...]]], band: Sequence[int]) -> int:
-    """Among the positions ``band`` (indices into each statement's loop rows), the one to put innermost."""
-    best, best_score = band[-1], None
+def rank_innermost(program: Program, loop_rows: dict[str, list[tuple[int, ...]]], band: Sequence[int]) -> list[int]:
+    """The positions ``band`` (indices into each statement's loop rows), best candidate for the innermost
+    loop first; ties keep the current innermost first, then the scheduler's order."""
+    scores = {}
     for pos in band:
         score = 0
         for st in program.statements:
@@ -69,6 +70,5 @@ def best_innermost(program: Program, loop_rows: dict[str, list[tuple[int, ...]]]
             d = _direction(rows, pos)
             if d is not None and any(d):
                 score += _access_score(st, d)
-        if best_score is None or score > best_score or (score == best_score and pos == band[-1]):
-            best, best_score = pos, score
-    return best
+        scores[pos] = score
+    return sorted(band, key=lambda pos: (-scores[pos], pos != band[-1], pos))

@@ -31,7 +31,7 @@ from ..errors import PolytriError
 from ..ir.program import Program, params_prefix
 from .dependences import Dependences
 from .farkas import Layout, aligned_pieces, bounding, validity
-from .locality import best_innermost
+from .locality import rank_innermost
 from .schedule import Band, Schedule, parallel_dimensions
 
 log = logging.getLogger("polytri.schedule")
@@ -309,36 +309,55 @@ def pluto_schedule(program: Program, deps: Dependences, *, fuse: str = "smart") 
     if len(program.statements) > 1 and not (state.rows and state.rows[-1].scalar):
         order = [[s.name] for s in program.statements]
         _cut(state, order, "orders statements that share every loop (no dependence between them remains)")
-    _reorder_bands(state)
+    _reorder_bands(state, deps)
     return _as_schedule(state, deps)
 
 
-def _reorder_bands(state: _State) -> None:
-    """Move the band row with the best spatial locality innermost (legal: band rows are permutable)."""
-    for band in state.bands:
+def _reorder_bands(state: _State, deps: Dependences) -> None:
+    """Move the band row with the best spatial locality innermost (legal: band rows are permutable),
+    unless that pushes the band's outermost parallel loop inward (no tiling yet to get it back)."""
+    for number, band in enumerate(state.bands):
         if band.width < 2:
             continue
         dims = list(band.dims)
+
+        def first_parallel(rows: list[Row]) -> int | None:
+            par = parallel_dimensions(_union_map(state.program, rows), deps)
+            return next((d for d in dims if par[d]), None)
+
         loop_index = {d: k for k, d in enumerate(i for i, r in enumerate(state.rows) if not r.scalar)}
         loop_rows = {n: [r.coeffs[n] for r in state.rows if not r.scalar] for n, _ in state.layout.statements}
-        chosen = best_innermost(state.program, loop_rows, [loop_index[d] for d in dims])
-        dim = next(d for d in dims if loop_index[d] == chosen)
-        if dim != dims[-1]:
-            row = state.rows.pop(dim)
-            state.rows.insert(dims[-1], row)
-            state.decisions.append(f"band {state.bands.index(band)}: time dimension {dim} moved innermost "
-                                   f"for stride-1 / invariant accesses")
+        before = first_parallel(state.rows)
+        for pos in rank_innermost(state.program, loop_rows, [loop_index[d] for d in dims]):
+            dim = next(d for d in dims if loop_index[d] == pos)
+            if dim == dims[-1]:
+                break
+            trial = list(state.rows)
+            trial.insert(dims[-1], trial.pop(dim))
+            after = first_parallel(trial)
+            if before is not None and (after is None or after > before):
+                state.decisions.append(f"band {number}: time dimension {dim} has better locality innermost, "
+                                       f"but moving it would leave no outer parallel loop")
+                continue
+            state.rows = trial
+            state.decisions.append(f"band {number}: time dimension {dim} moved innermost for stride-1 / "
+                                   f"invariant accesses")
             log.info("%s: %s", state.program.name, state.decisions[-1])
+            break
+
+
+def _union_map(program: Program, rows: list[Row]) -> isl.UnionMap:
+    union = isl.UnionMap.empty(program.context.get_space())
+    for st in program.statements:
+        dims = [r.text(st.name, st.iterators) for r in rows]
+        m = isl.Map(f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}] -> [{', '.join(dims)}] }}")
+        union = union.union(isl.UnionMap.from_map(m.intersect_domain(st.domain)))
+    return union.intersect_params(program.context)
 
 
 def _as_schedule(state: _State, deps: Dependences) -> Schedule:
     program = state.program
-    union = isl.UnionMap.empty(program.context.get_space())
-    for st in program.statements:
-        dims = [r.text(st.name, st.iterators) for r in state.rows]
-        m = isl.Map(f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}] -> [{', '.join(dims)}] }}")
-        union = union.union(isl.UnionMap.from_map(m.intersect_domain(st.domain)))
-    union = union.intersect_params(program.context)
+    union = _union_map(program, state.rows)
     par = parallel_dimensions(union, deps)
     scalar = tuple(r.scalar for r in state.rows)
     return Schedule(union, par, "pluto", bands=tuple(state.bands), scalar=scalar,
