@@ -321,7 +321,7 @@ def _reorder_bands(state: _State, deps: Dependences) -> None:
             continue
         dims = list(band.dims)
 
-        def first_parallel(rows: list[Row]) -> int | None:
+        def first_parallel(rows: list[Row], dims: list[int] = dims) -> int | None:
             par = parallel_dimensions(_union_map(state.program, rows), deps)
             return next((d for d in dims if par[d]), None)
 
