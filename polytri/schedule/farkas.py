@@ -84,10 +84,11 @@ def _piece_dims(piece: isl.BasicMap) -> tuple[str, str, int, int]:
     return src, dst, piece.dim(isl.dim_type.in_), piece.dim(isl.dim_type.out)
 
 
-def validity(layout: Layout, piece: isl.BasicMap) -> isl.BasicSet:
-    """Unknowns with ``phi_T(t) - phi_S(s) >= 0`` on the dependence piece ``S[s] -> T[t]``."""
+def validity(layout: Layout, piece: isl.BasicMap, *, strict: bool = False) -> isl.BasicSet:
+    """Unknowns with ``phi_T(t) - phi_S(s) >= 0`` on the dependence piece ``S[s] -> T[t]`` (``>= 1`` with
+    ``strict``: the hyperplane carries the whole piece)."""
     src, dst, ns, nt = _piece_dims(piece)
-    forms = [_affine_sum([(1, layout.const(dst)), (-1, layout.const(src))])]
+    forms = [_affine_sum([(1, layout.const(dst)), (-1, layout.const(src))] + ([(-1, "1")] if strict else []))]
     forms += ["0"] * len(layout.params)
     forms += [_affine_sum([(-1, layout.coeff(src, j))]) for j in range(ns)]
     forms += [layout.coeff(dst, j) for j in range(nt)]

@@ -242,6 +242,25 @@ def _initial_cut(state: _State, fuse: str, pieces: list[isl.BasicMap]) -> None:
         _cut(state, groups, "smart fusion keeps loop nests of different depths apart")
 
 
+def _carrying_row(state: _State, pieces: list[isl.BasicMap], bounds: isl.BasicSet) -> Row | None:
+    """A row, valid for every remaining dependence, that carries at least one remaining piece entirely
+    (no linear independence asked): the way out when zero-distance dependences form a cycle that no cut
+    can break, after every statement is already full rank."""
+    lay = state.layout
+    base = bounds
+    for p in pieces:
+        base = base.intersect(validity(lay, p)).intersect(bounding(lay, p))
+    for k, target in enumerate(pieces):
+        sol = _lexmin(base.intersect(validity(lay, target, strict=True)))
+        if sol is not None:
+            row = _row_from_solution(lay, sol)
+            state.decisions.append(f"extra hyperplane carrying dependence piece {k} (a cycle of zero-distance "
+                                   f"dependences that no cut separates)")
+            log.info("%s: %s", state.program.name, state.decisions[-1])
+            return row
+    return None
+
+
 # -- the driver ---------------------------------------------------------------------------------------
 def _find_band(state: _State, pieces: list[isl.BasicMap], constraints: isl.BasicSet) -> list[Row]:
     lay = state.layout
@@ -301,11 +320,17 @@ def pluto_schedule(program: Program, deps: Dependences, *, fuse: str = "smart") 
             raise SchedulingError(f"{program.name}: no independent hyperplane within the coefficient bounds")
         comps = _components_in_order(program, _dep_graph(program, pieces))
         where = {n: k for k, comp in enumerate(comps) for n in comp}
-        if all(where[p.get_tuple_name(isl.dim_type.in_)] == where[p.get_tuple_name(isl.dim_type.out)] for p in pieces):
+        if any(where[p.get_tuple_name(isl.dim_type.in_)] != where[p.get_tuple_name(isl.dim_type.out)] for p in pieces):
+            _cut(state, comps, "no further permutable hyperplane; distributing the strongly connected components")
+            pieces = _uncarried(pieces, state.rows[-1:], program)
+            continue
+        row = _carrying_row(state, pieces, bounds)
+        if row is None:
             raise SchedulingError(f"{program.name}: no hyperplane satisfies the remaining dependences, and they "
                                   f"lie within strongly connected components that a cut cannot separate")
-        _cut(state, comps, "no further permutable hyperplane; distributing the strongly connected components")
-        pieces = _uncarried(pieces, state.rows[-1:], program)
+        state.bands.append(Band(len(state.rows), 1))
+        state.rows.append(row)
+        pieces = _uncarried(pieces, [row], program)
     if len(program.statements) > 1 and not (state.rows and state.rows[-1].scalar):
         order = [[s.name] for s in program.statements]
         _cut(state, order, "orders statements that share every loop (no dependence between them remains)")
