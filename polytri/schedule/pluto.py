@@ -331,7 +331,8 @@ def pluto_schedule(program: Program, deps: Dependences, *, fuse: str = "smart") 
         state.bands.append(Band(len(state.rows), 1))
         state.rows.append(row)
         pieces = _uncarried(pieces, [row], program)
-    if len(program.statements) > 1 and not (state.rows and state.rows[-1].scalar):
+    placement = {s.name: tuple(r.consts[s.name] for r in state.rows if r.scalar) for s in program.statements}
+    if len(set(placement.values())) < len(program.statements) and not (state.rows and state.rows[-1].scalar):
         order = [[s.name] for s in program.statements]
         _cut(state, order, "orders statements that share every loop (no dependence between them remains)")
     _reorder_bands(state, deps)
