@@ -315,7 +315,7 @@ def summary(rows: list[Row]) -> str:
         f"total isl s {sum(il):.3f}",
         f"median sched ratio {statistics.median(ratios):.1f}x" if ratios else "median sched ratio -",
         f"polytri schedule worse in shape than isl's on {len(worse)}: {', '.join(worse) or 'none'}",
-        f"parallel loops hidden by polytri's global parallel flags on {len(hidden)}: {', '.join(hidden) or 'none'}",
+        f"per-nest parallel loops that the global Schedule.parallel flags miss (the code generator checks each loop itself) on {len(hidden)}: {', '.join(hidden) or 'none'}",
         f"errors: {'; '.join(errors) or 'none'}",
     ]
     return "; ".join(parts) + f".\nNote: {NOTE}."
