@@ -22,6 +22,7 @@ from .schedule.dependences import Dependences, compute_dependences
 from .schedule.legality import IllegalScheduleError, prove_legal
 from .schedule.pluto import FUSION_POLICIES, SchedulingError, pluto_schedule
 from .schedule.schedule import Schedule, original_schedule
+from .schedule.tiling import tile_schedule
 
 log = logging.getLogger("polytri.compile")
 
@@ -32,6 +33,8 @@ CPU_OPTIONS: dict[str, tuple[Any, str]] = {
     "schedule": ("auto", "'pluto' (the affine scheduler), 'original' (the input order), or 'auto': Pluto "
                          "unless its schedule has fewer parallel loops than the input order"),
     "fuse": ("smart", "fusion policy of the scheduler: 'smart', 'max' or 'none'"),
+    "tile": (False, "tile the permutable bands of the Pluto schedule (experimental: see docs/scheduler.md)"),
+    "tile_size": (None, "tile side for every band dimension (default: from a model of the L2 cache)"),
     "openmp": (True, "parallelize the outermost parallel loop of each nest with OpenMP"),
     "simd": (True, "mark innermost parallel loops '#pragma omp simd'"),
     "threads": (None, "OpenMP thread count (default: OpenMP's own)"),
@@ -47,13 +50,16 @@ def _check_options(target: str, options: Mapping[str, Any] | None) -> dict[str, 
         raise OptionError(f"unknown option(s) {', '.join(map(repr, unknown))} for target {target!r}; known: "
                           f"{', '.join(CPU_OPTIONS)}")
     merged = {k: opts.get(k, default) for k, (default, _) in CPU_OPTIONS.items()}
-    for flag in ("openmp", "simd"):
+    for flag in ("openmp", "simd", "tile"):
         if not isinstance(merged[flag], bool):
             raise OptionError(f"option {flag!r} must be True or False, got {merged[flag]!r}")
     if merged["schedule"] not in ("auto", "pluto", "original"):
         raise OptionError(f"option 'schedule' must be 'auto', 'pluto' or 'original', got {merged['schedule']!r}")
     if merged["fuse"] not in FUSION_POLICIES:
         raise OptionError(f"option 'fuse' must be one of {', '.join(FUSION_POLICIES)}, got {merged['fuse']!r}")
+    ts = merged["tile_size"]
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int) or ts < 1):
+        raise OptionError(f"option 'tile_size' must be a positive int, got {ts!r}")
     t = merged["threads"]
     if t is not None and (isinstance(t, bool) or not isinstance(t, int) or t < 1):
         raise OptionError(f"option 'threads' must be a positive int, got {t!r}")
@@ -76,7 +82,8 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     opts = _check_options(target, options)
     verify(prog)
     deps = compute_dependences(prog)
-    schedule, decisions = choose_schedule(prog, deps, opts["schedule"], opts["fuse"])
+    schedule, decisions = choose_schedule(prog, deps, opts["schedule"], opts["fuse"], opts["tile"],
+                                          opts["tile_size"])
     ast = build_loop_ast(prog, schedule, deps)
     for n in walk(ast):
         if isinstance(n, For):
@@ -108,7 +115,8 @@ def _dump(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, sourc
     log.info("%s: stages written to %s", prog.name, folder)
 
 
-def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str) -> tuple[Schedule, list[str]]:
+def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
+                    tile: bool = False, tile_size: int | None = None) -> tuple[Schedule, list[str]]:
     """The schedule to generate code from, proved legal; the original order when the scheduler fails or
     its result cannot be proved legal (with a warning: never wrong code)."""
     original = original_schedule(prog, deps)
@@ -122,6 +130,14 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str) -> t
         warnings.warn(f"polytri: {exc}; compiling {prog.name} in its original order", stacklevel=3)
         log.warning("%s: falling back to the original order: %s", prog.name, exc)
         return original, [f"schedule: the original order, because {exc}"]
+    if tile and any(b.width >= 2 for b in sched.bands):
+        try:
+            tiled = tile_schedule(prog, sched, deps, size=tile_size)
+            prove_legal(tiled.map, deps, what=f"{prog.name}: the tiled schedule")
+            sched = tiled
+        except IllegalScheduleError as exc:
+            warnings.warn(f"polytri: {exc}; compiling {prog.name} untiled", stacklevel=3)
+            log.warning("%s: tiling dropped: %s", prog.name, exc)
     decisions = [f"scheduler: {d}" for d in sched.decisions]
     if kind == "auto" and parallel_loops(sched) < parallel_loops(original):
         # Skewed bands pay off through tiling and wavefronts, which this compiler does not do yet: without

@@ -1,0 +1,135 @@
+"""Rectangular tiling of permutable bands, with a wavefront over tiles when no tile loop is parallel.
+
+Tiling a permutable band ``(t_a, ..., t_b)`` of a schedule inserts, before it, one tile dimension
+``floor(t_d / s_d)`` per band dimension: rectangles in the transformed space (parallelograms in the
+original one when the band is skewed).  It is legal because every dependence not carried by an outer
+band is non-negative along each band dimension, hence also along the tile dimensions.  When no tile
+dimension is parallel (time-skewed stencils), the first tile dimension is replaced by the sum of the
+first two (a wavefront): the second tile loop then carries no dependence and runs in parallel.
+
+Tile sizes come from a small model of the machine (:func:`tile_sizes`): the working set of a tile,
+one element per array per point of the tile's footprint, fills about half of the L2 cache.  The result
+is proved legal again by the caller, like every schedule.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from dataclasses import replace
+
+import islpy as isl
+
+from .. import dtypes
+from ..ir.program import Program
+from .dependences import Dependences
+from .schedule import Band, Schedule, parallel_dimensions
+
+log = logging.getLogger("polytri.tiling")
+
+
+@functools.cache
+def cache_sizes() -> dict[int, int]:
+    """Data cache sizes in bytes by level, read from sysfs (defaults: 32K, 1M, 32M)."""
+    sizes = {1: 32 << 10, 2: 1 << 20, 3: 32 << 20}
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(root):
+            path = os.path.join(root, entry)
+            if not entry.startswith("index"):
+                continue
+            with open(os.path.join(path, "type")) as f:
+                if f.read().strip() == "Instruction":
+                    continue
+            with open(os.path.join(path, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(path, "size")) as f:
+                text = f.read().strip()
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1], 1)
+            sizes[level] = int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    return sizes
+
+
+def tile_sizes(program: Program, width: int) -> tuple[int, ...]:
+    """Tile sizes for a band of ``width`` dimensions: the tile's data (one element of each array per
+    point, a generous over-estimate) fills about half of L2; sides are multiples of 8 in [8, 256]."""
+    elem = max((dtypes.dtype(a.dtype).itemsize for a in program.arrays), default=8)
+    arrays = max(1, len(program.arrays))
+    budget = cache_sizes()[2] // 2
+    side = int((budget / (arrays * elem)) ** (1.0 / width))
+    side = max(8, min(256, side - side % 8))
+    return (side,) * width
+
+
+def _transform(schedule: isl.UnionMap, ndim: int, text_out: list[str], conds: list[str]) -> isl.UnionMap:
+    ins = [f"c{k}" for k in range(ndim)]
+    cond = f" : {' and '.join(conds)}" if conds else ""
+    m = isl.Map(f"{{ [{', '.join(ins)}] -> [{', '.join(text_out)}]{cond} }}")
+    return schedule.apply_range(isl.UnionMap.from_map(m))
+
+
+def tile_band(schedule: Schedule, band: Band, sizes: tuple[int, ...], deps: Dependences) -> Schedule:
+    """``schedule`` with ``band`` tiled by ``sizes`` (and a wavefront over the tiles if none of the tile
+    loops would be parallel otherwise)."""
+    nd = schedule.ndim
+    dims = list(band.dims)
+    outs: list[str] = []
+    conds: list[str] = []
+    for k in range(nd):
+        if k == dims[0]:
+            for d, s in zip(dims, sizes):
+                outs.append(f"T{d}")
+                conds.append(f"{s}T{d} <= c{d} < {s}T{d} + {s}")
+        outs.append(f"c{k}")
+    tiled = _transform(schedule.map, nd, outs, conds)
+    par = parallel_dimensions(tiled, deps)
+    first = dims[0]
+    wavefront = len(dims) >= 2 and not any(par[first:first + len(dims)])
+    if wavefront:
+        outs2 = [f"c{k}" for k in range(nd + len(dims))]
+        outs2[first] = f"c{first} + c{first + 1}"
+        tiled = _transform(tiled, nd + len(dims), outs2, [])
+        par = parallel_dimensions(tiled, deps)
+    rows = []
+    for k, row in enumerate(schedule.rows or ({},) * nd):
+        if k == first:
+            for j, (d, s) in enumerate(zip(dims, sizes)):
+                if wavefront and j == 0:
+                    rows.append({n: f"tile({schedule.rows[d][n]}, {s}) + tile({schedule.rows[dims[1]][n]}, "
+                                    f"{sizes[1]})" for n in row})
+                else:
+                    rows.append({n: f"tile({schedule.rows[d][n]}, {s})" for n in row})
+        rows.append(row)
+    scalar = list(schedule.scalar or (False,) * nd)
+    scalar[first:first] = [False] * len(dims)
+    shift = len(dims)
+    bands = []
+    for b in schedule.bands:
+        if b == band:
+            bands.append(Band(first, len(dims)))
+            bands.append(Band(first + shift, len(dims)))
+        elif b.first > first:
+            bands.append(Band(b.first + shift, b.width))
+        else:
+            bands.append(b)
+    what = (f"band {schedule.bands.index(band)} tiled {'x'.join(map(str, sizes))}"
+            + (" with a wavefront over tiles (no tile loop was parallel)" if wavefront else ""))
+    log.info("%s", what)
+    return replace(schedule, map=tiled, parallel=par, bands=tuple(bands), scalar=tuple(scalar),
+                   rows=tuple(rows), decisions=schedule.decisions + (what,),
+                   origin=schedule.origin if schedule.origin.endswith("+tiled") else schedule.origin + "+tiled")
+
+
+def tile_schedule(program: Program, schedule: Schedule, deps: Dependences, *, size: int | None = None) -> Schedule:
+    """Tile every permutable band of width >= 2 (a one-dimensional band gains nothing); ``size`` overrides
+    the model's tile side."""
+    out = schedule
+    for band in sorted(schedule.bands, key=lambda b: -b.first):  # inner bands first: indices stay valid
+        if band.width < 2:
+            continue
+        sizes = (size,) * band.width if size else tile_sizes(program, band.width)
+        out = tile_band(out, band, sizes, deps)
+    return out

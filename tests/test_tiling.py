@@ -1,0 +1,82 @@
+"""Tiling of permutable bands (option tile=True): legal, correct at sizes that are not multiples of the
+tile, smaller than one tile, and with a wavefront where no tile loop is parallel."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import polytri as pt
+from polytri.ir.builder import to_program
+from polytri.schedule.dependences import compute_dependences
+from polytri.schedule.legality import is_legal
+from polytri.schedule.pluto import pluto_schedule
+from polytri.schedule.tiling import cache_sizes, tile_schedule, tile_sizes
+from polytri.suite import KERNELS, make_args
+
+pytestmark = pytest.mark.cc
+
+
+def _run(name: str, params: dict, options: dict) -> None:
+    kern = KERNELS[name]
+    args = make_args(kern, params)
+    want = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+    pt.reference(kern.build(), **want)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback allowed
+        k = pt.compile(kern.build(), options=options)
+    if any(b.width >= 2 for b in pluto_schedule(to_program(kern.build()), k.dependences).bands):
+        assert k.schedule_info.origin == "pluto+tiled"
+    k(**args)
+    for n, v in args.items():
+        if isinstance(v, np.ndarray):
+            f32 = v.dtype == np.float32
+            np.testing.assert_allclose(v, want[n], rtol=1e-4 if f32 else 1e-5, atol=1e-5 if f32 else 1e-9,
+                                       err_msg=f"{name}: {n}")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_tiled_kernels_match_reference(name: str, threads: int) -> None:
+    # tile side 4 against sizes like 13: partial tiles everywhere
+    _run(name, KERNELS[name].small, {"schedule": "pluto", "tile": True, "tile_size": 4, "threads": threads})
+
+
+@pytest.mark.parametrize("name", ["gemm", "jacobi_2d", "seidel_2d", "lu", "heat_3d"])
+def test_parameters_smaller_than_one_tile(name: str) -> None:
+    _run(name, KERNELS[name].tiny, {"schedule": "pluto", "tile": True, "tile_size": 8})
+
+
+def test_stencil_gets_a_wavefront_and_a_parallel_tile_loop() -> None:
+    prog = to_program(KERNELS["jacobi_2d"].build())
+    deps = compute_dependences(prog)
+    tiled = tile_schedule(prog, pluto_schedule(prog, deps), deps, size=16)
+    assert is_legal(tiled.map, deps)
+    assert any("wavefront" in d for d in tiled.decisions)
+    assert tiled.parallel[1] and not tiled.parallel[0]  # tile loops: (T0 + T1) sequential, T1 parallel
+    assert tiled.rows[0]["S0"] == "tile(t, 16) + tile(2*t + i, 16)"
+
+
+def test_gemm_tiles_keep_outer_parallelism_without_wavefront() -> None:
+    prog = to_program(KERNELS["gemm"].build())
+    deps = compute_dependences(prog)
+    tiled = tile_schedule(prog, pluto_schedule(prog, deps), deps, size=32)
+    assert not any("wavefront" in d for d in tiled.decisions)
+    loops = [d for d in range(tiled.ndim) if not tiled.scalar[d]]
+    assert tiled.parallel[loops[0]]
+    assert [b.width for b in tiled.bands] == [3, 3]
+
+
+def test_tile_size_model() -> None:
+    assert set(cache_sizes()) >= {1, 2}
+    sizes = tile_sizes(to_program(KERNELS["gemm"].build()), 3)
+    assert len(sizes) == 3 and all(8 <= s <= 256 and s % 8 == 0 for s in sizes)
+
+
+def test_tile_options_are_checked() -> None:
+    with pytest.raises(pt.OptionError, match="'tile_size'"):
+        pt.compile(KERNELS["gemm"].build(), options={"tile": True, "tile_size": 0})
+    with pytest.raises(pt.OptionError, match="'tile'"):
+        pt.compile(KERNELS["gemm"].build(), options={"tile": "yes"})
