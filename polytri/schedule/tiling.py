@@ -54,14 +54,19 @@ def cache_sizes() -> dict[int, int]:
 
 
 def tile_sizes(program: Program, width: int) -> tuple[int, ...]:
-    """Tile sizes for a band of ``width`` dimensions: the tile's data (one element of each array per
-    point, a generous over-estimate) fills about half of L2; sides are multiples of 8 in [8, 256]."""
+    """Tile sizes for a band of ``width`` dimensions, outermost first.  The band's innermost loop is the
+    stride-1 one (the scheduler put it there), so it gets long rows: one page (4 KiB) of elements, the
+    unit of hardware prefetching, many vectors long.  The next loop gets 256 bytes' worth (a 4 KiB x 256 B
+    / elem block of a 2-D operand, 256 KiB in float32: a quarter of a 1 MiB L2), the outer ones 64 bytes'
+    worth (one cache line), which keeps many tiles for the threads.  Measured on this machine's suite
+    (docs/scheduler.md); a finer model is issue 4's."""
     elem = max((dtypes.dtype(a.dtype).itemsize for a in program.arrays), default=8)
-    arrays = max(1, len(program.arrays))
-    budget = cache_sizes()[2] // 2
-    side = int((budget / (arrays * elem)) ** (1.0 / width))
-    side = max(8, min(256, side - side % 8))
-    return (side,) * width
+    page, mid, line = 4096, 256, 64
+    l2 = cache_sizes()[2]
+    if l2 < (1 << 20):  # smaller L2: shrink the middle dimension with it
+        mid = max(64, mid * l2 // (1 << 20))
+    sizes = [max(1, line // elem)] * max(0, width - 2) + [max(1, mid // elem), max(1, page // elem)]
+    return tuple(sizes[-width:])
 
 
 def _transform(schedule: isl.UnionMap, ndim: int, text_out: list[str], conds: list[str]) -> isl.UnionMap:
