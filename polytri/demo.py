@@ -27,11 +27,13 @@ def _copy(args: dict[str, Any]) -> dict[str, Any]:
     return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
 
 
-def _median_time(fn: Callable[[], None], repeat: int) -> float:
+def _median_time(kernel: Callable[..., None], args: dict[str, Any], repeat: int) -> float:
+    """Median time of ``kernel`` on fresh copies of ``args`` (the copies are made outside the timing)."""
     times = []
     for _ in range(repeat):
+        fresh = _copy(args)
         t0 = time.perf_counter()
-        fn()
+        kernel(**fresh)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -70,7 +72,7 @@ def run_demo(show_source: bool = True, bench: bool = True) -> int:
         k(**cmp_args)
         agree = all(np.allclose(cmp_args[a.name], ref_args[a.name], rtol=1e-4, atol=1e-5) for a in prog.arrays)
         ok &= agree
-        t_run = _median_time(lambda k=k, args=args: k(**_copy(args)), 5)
+        t_run = _median_time(k, args, 5)
         rows.append((name, _size(params), f"{t_ref:.3f}", f"{t_compile:.2f}", f"{t_run * 1e3:.3f}",
                      "yes" if agree else "NO"))
         shown = shown or k
@@ -83,7 +85,7 @@ def run_demo(show_source: bool = True, bench: bool = True) -> int:
             kern = KERNELS[name]
             k = pt_compile(kern.build(), target="cpu")
             args = make_args(kern, params)
-            t = _median_time(lambda k=k, args=args: k(**_copy(args)), 3)
+            t = _median_time(k, args, 3)
             rows.append((name, _size(params), k.schedule_info.origin, f"{t * 1e3:.1f}",
                          f"{kern.flops(params) / t / 1e9:.2f}"))
         print("the same kernels compiled at DESIGN.md's sizes (default schedule, not tiled yet):\n")
