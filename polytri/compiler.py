@@ -9,6 +9,8 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+import islpy as isl
+
 from .cpu_codegen.build import DEFAULT_FLAGS, build_library
 from .cpu_codegen.cgen import CodegenOptions, generate_c
 from .cpu_codegen.kernel import CpuKernel
@@ -127,7 +129,7 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
     try:
         sched = pluto_schedule(prog, deps, fuse=fuse)
         prove_legal(sched.map, deps, what=f"{prog.name}: the Pluto schedule")
-    except (SchedulingError, IllegalScheduleError) as exc:
+    except (SchedulingError, IllegalScheduleError, isl.Error) as exc:
         warnings.warn(f"polytri: {exc}; compiling {prog.name} in its original order", stacklevel=3)
         log.warning("%s: falling back to the original order: %s", prog.name, exc)
         return original, [f"schedule: the original order, because {exc}"]
@@ -137,15 +139,15 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
             tiled = tile_schedule(prog, sched, deps, size=tile_size)
             prove_legal(tiled.map, deps, what=f"{prog.name}: the tiled schedule")
             sched = tiled
-        except IllegalScheduleError as exc:
+        except (IllegalScheduleError, isl.Error) as exc:
             warnings.warn(f"polytri: {exc}; compiling {prog.name} untiled", stacklevel=3)
             log.warning("%s: tiling dropped: %s", prog.name, exc)
         if tile is None and sched is not untiled and not _tiling_pays(original, untiled, sched):
             sched = untiled
     decisions = [f"scheduler: {d}" for d in sched.decisions]
     if kind == "auto" and parallel_loops(sched) < parallel_loops(original):
-        # Skewed bands pay off through tiling and wavefronts, which this compiler does not do yet: without
-        # them a skew only removes parallelism.
+        # A skewed band pays off only through tiling with wavefronts; untiled (or where tiling does not
+        # pay yet, see _tiling_pays) a skew just removes the input order's parallelism.
         why = (f"the Pluto schedule has {parallel_loops(sched)} parallel loop(s), the input order "
                f"{parallel_loops(original)}; the input order is kept")
         log.info("%s: %s", prog.name, why)
