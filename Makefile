@@ -26,6 +26,9 @@ test: $(STAMP) ## install if needed, then run the test suite (all but gpu and sl
 fuzz: $(STAMP) ## long property-based runs (marked slow)
 	$(PY) -m pytest -n $(JOBS) -q -m slow
 
+bench: $(STAMP) ## CPU benchmarks side by side
+	$(VENV)/bin/polytri bench
+
 lint: $(STAMP) ## ruff over the package and tests
 	$(PY) -m pip install --quiet ruff
 	$(VENV)/bin/ruff check polytri tests benchmarks

@@ -1,0 +1,677 @@
+"""CPU benchmarks side by side: ``polytri bench`` and ``benchmarks/cpu.py``.
+
+Two parts:
+
+* **peak microbenchmarks**, C written here by hand and built with the same compiler and flags as the
+  generated kernels: FMA throughput (GFLOP/s, fp32 and fp64, every thread) and a STREAM-like triad
+  ``a[i] = b[i] + s * c[i]`` (GB/s, every thread);
+* **the suite's kernels** at benchmark sizes, every variant timed in the same run, interleaved
+  (naive gcc -O3 C of the input order, the input order with OpenMP, polytri's default, Pluto tiled, and
+  numpy/torch where there is an obvious equivalent), with a check that every variant computes what the
+  naive C computes.
+
+Ratios, not absolute times, are what to compare: the machines this runs on are shared and noisy.
+``benchmarks/README.md`` explains every column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import re
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cache, partial
+from typing import Any
+
+import numpy as np
+
+from .compiler import compile as pt_compile
+from .cpu_codegen.build import DEFAULT_FLAGS, build_library
+
+NOTE = "ratios, not absolute times, are what to compare; this machine is shared and noisy"
+
+Params = dict[str, int]
+
+
+def default_threads() -> int:
+    """The thread count OpenMP uses by default here (``OMP_NUM_THREADS``, else the CPUs we may run on)."""
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+# ---------------------------------------------------------------------------------------------------
+# peak microbenchmarks
+# ---------------------------------------------------------------------------------------------------
+#: Independent vector accumulators per thread: FMA latency (4 cycles) x FMA pipes (2) with room to spare;
+#: 16 of them plus two operands fit in the 32 vector registers of AVX-512 (16 with AVX2: gcc then spills a
+#: little, which the 64-byte vectors hide).
+NACC = 16
+#: Bytes per vector of the FMA loop (one AVX-512 register; gcc splits it in two on AVX2 machines).
+VECTOR_BYTES = 64
+
+
+def _fma_function(name: str, ctype: str) -> str:
+    """``double name(int64_t iters, int threads, T mul, T add, int *used)``: NACC independent chains
+    ``acc = acc * mul + add`` of vectors; returns the sum of every lane so nothing is dead code."""
+    decl = "\n".join(f"    {name}_v acc{k} = zero + ({ctype})({k + 1}) * (({ctype})0.001 + ({ctype})tid);"
+                     for k in range(NACC))
+    body = "\n".join(f"      acc{k} = acc{k} * m + a;" for k in range(NACC))
+    total = " + ".join(f"acc{k}" for k in range(NACC))
+    return f"""
+typedef {ctype} {name}_v __attribute__((vector_size({VECTOR_BYTES})));
+double {name}(int64_t iters, int threads, {ctype} mul, {ctype} add, int *used) {{
+  double total = 0.0;
+  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  int n_used = 1;
+  #pragma omp parallel num_threads(nt) reduction(+:total)
+  {{
+    const {ctype} tid = ({ctype})omp_get_thread_num();
+    const {name}_v zero = {{0}};
+    const {name}_v m = zero + mul, a = zero + add;
+{decl}
+    for (int64_t i = 0; i < iters; i++) {{
+{body}
+    }}
+    {name}_v s = {total};
+    for (int l = 0; l < (int)(sizeof(s) / sizeof(s[0])); l++) total += s[l];
+    #pragma omp single
+    n_used = omp_get_num_threads();
+  }}
+  *used = n_used;
+  return total;
+}}
+"""
+
+
+PEAK_SOURCE = ("""\
+/* polytri.bench: peak microbenchmarks (FMA throughput, triad bandwidth), written by hand. */
+#include <stdint.h>
+#include <omp.h>
+""" + _fma_function("pt_fma_f32", "float") + _fma_function("pt_fma_f64", "double") + """
+/* STREAM's triad, every thread, static schedule (each thread touches the same part in init and triad). */
+void pt_triad_init(double *restrict a, double *restrict b, double *restrict c, int64_t n, int threads) {
+  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  #pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t i = 0; i < n; i++) { a[i] = 0.0; b[i] = 1.0 + (double)(i & 7); c[i] = 0.5; }
+}
+void pt_triad(double *restrict a, const double *restrict b, const double *restrict c, double s, int64_t n,
+              int threads) {
+  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  #pragma omp parallel for simd num_threads(nt) schedule(static)
+  for (int64_t i = 0; i < n; i++) a[i] = b[i] + s * c[i];
+}
+""")
+
+#: The generated kernels' flags, OpenMP, and contraction of ``a * b + c`` into FMA instructions (the
+#: kernels themselves build with ``-ffp-contract=off``; the later flag wins).
+PEAK_FLAGS = DEFAULT_FLAGS + ("-fopenmp", "-ffp-contract=fast")
+
+
+@cache
+def peak_library() -> ctypes.CDLL:
+    """The peak microbenchmarks, built (or found in polytri's cache) and loaded."""
+    cc = os.environ.get("CC") or "cc"
+    lib = ctypes.CDLL(str(build_library(PEAK_SOURCE, cc=cc, flags=PEAK_FLAGS)))
+    for dt, ct in (("f32", ctypes.c_float), ("f64", ctypes.c_double)):
+        fn = getattr(lib, f"pt_fma_{dt}")
+        fn.restype = ctypes.c_double
+        fn.argtypes = [ctypes.c_int64, ctypes.c_int, ct, ct, ctypes.POINTER(ctypes.c_int)]
+    lib.pt_triad_init.restype = None
+    lib.pt_triad_init.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int]
+    lib.pt_triad.restype = None
+    lib.pt_triad.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_double, ctypes.c_int64, ctypes.c_int]
+    return lib
+
+
+def fma_peak(dtype: str = "float32", seconds: float = 0.1, repeat: int = 5, threads: int = 0) -> float:
+    """FMA throughput in GFLOP/s (an FMA counts 2 flops): median of ``repeat`` runs of about ``seconds``
+    each, on ``threads`` threads (0: OpenMP's default)."""
+    lanes = VECTOR_BYTES // np.dtype(dtype).itemsize
+    fn = getattr(peak_library(), "pt_fma_f32" if dtype == "float32" else "pt_fma_f64")
+    used = ctypes.c_int(0)
+    # mul < 1 and add > 0: each chain converges to add / (1 - mul), no overflow, no denormals
+    mul, add = 0.999, 0.001
+
+    def run(iters: int) -> float:
+        t0 = time.perf_counter()
+        total = fn(iters, threads, mul, add, ctypes.byref(used))
+        dt = time.perf_counter() - t0
+        if not np.isfinite(total):  # also keeps the sum alive
+            raise RuntimeError(f"fma peak: non-finite sum {total}")
+        return dt
+
+    iters = 1000
+    while True:  # calibrate: about `seconds` per run
+        dt = run(iters)
+        if dt >= seconds / 4 or iters > 1 << 40:
+            break
+        iters *= 4
+    iters = max(1, int(iters * seconds / max(dt, 1e-9)))
+    times = [run(iters) for _ in range(repeat)]
+    flops = 2.0 * NACC * lanes * iters * used.value
+    return flops / statistics.median(times) / 1e9
+
+
+def triad_bandwidth(mbytes: float = 64.0, repeat: int = 10, threads: int = 0) -> float:
+    """Triad bandwidth in GB/s over three float64 arrays of ``mbytes`` MB each: median of ``repeat``
+    runs, counting 3 arrays' bytes per run (2 read, 1 written; STREAM's convention, without the
+    write-allocate read of ``a``, which would make it 4/3 as much)."""
+    n = max(1, int(mbytes * 1e6) // 8)
+    lib = peak_library()
+    a, b, c = (np.empty(n, dtype=np.float64) for _ in range(3))
+    lib.pt_triad_init(a.ctypes.data, b.ctypes.data, c.ctypes.data, n, threads)
+    lib.pt_triad(a.ctypes.data, b.ctypes.data, c.ctypes.data, 3.0, n, threads)  # warm-up
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        lib.pt_triad(a.ctypes.data, b.ctypes.data, c.ctypes.data, 3.0, n, threads)
+        times.append(time.perf_counter() - t0)
+    if a[n - 1] != b[n - 1] + 3.0 * c[n - 1]:
+        raise RuntimeError("triad: wrong result")
+    return 3.0 * 8 * n / statistics.median(times) / 1e9
+
+
+@dataclass(frozen=True)
+class Peak:
+    """Measured peaks of this machine (every thread)."""
+
+    fma_f32: float
+    """GFLOP/s."""
+    fma_f64: float
+    """GFLOP/s."""
+    triad: float
+    """GB/s (3 arrays counted)."""
+    threads: int
+    triad_mb: float
+
+    def fma(self, dtype: str) -> float:
+        return self.fma_f32 if np.dtype(dtype).itemsize <= 4 else self.fma_f64
+
+    def header(self) -> str:
+        return (f"peak ({self.threads} threads): FMA {self.fma_f32:.1f} GFLOP/s fp32, {self.fma_f64:.1f} GFLOP/s "
+                f"fp64; triad {self.triad:.1f} GB/s (3 x {self.triad_mb:g} MB float64 arrays, 3 arrays counted, "
+                f"no write-allocate)")
+
+
+def measure_peak(quick: bool = False) -> Peak:
+    """The peaks, with short runs when ``quick``."""
+    mb = 16.0 if quick else 64.0
+    secs, rep = (0.02, 3) if quick else (0.1, 5)
+    return Peak(fma_peak("float32", secs, rep), fma_peak("float64", secs, rep),
+                triad_bandwidth(mb, 5 if quick else 10), default_threads(), mb)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the suite's kernels
+# ---------------------------------------------------------------------------------------------------
+#: The compiled variants: column name -> ``pt.compile`` options.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "naive": {"schedule": "original", "openmp": False, "simd": False},
+    "orig+omp": {"schedule": "original"},
+    "polytri": {},
+    "tiled": {"schedule": "pluto", "tile": True},
+}
+#: The column of the numpy/torch equivalents.
+LIBRARY = "numpy/torch"
+
+#: Benchmark sizes: DESIGN.md's reference points, and sizes where the naive C takes roughly 0.05-1 s on a
+#: 2-core machine for the others.
+BENCH_SIZES: dict[str, Params] = {
+    "gemm": dict(NI=1024, NJ=1024, NK=1024),
+    "2mm": dict(NI=400, NJ=400, NK=400, NL=400),
+    "3mm": dict(NI=400, NJ=400, NK=400, NL=400, NM=400),
+    "atax": dict(M=8000, N=8000),
+    "bicg": dict(M=8000, N=8000),
+    "mvt": dict(N=4000),
+    "gemver": dict(N=4000),
+    "gesummv": dict(N=8000),
+    "syrk": dict(M=600, N=800),
+    "syr2k": dict(M=500, N=600),
+    "trmm": dict(M=600, N=800),
+    "symm": dict(M=600, N=800),
+    "doitgen": dict(NR=128, NQ=128, NP=128),
+    "trisolv": dict(N=8000),
+    "lu": dict(N=800),
+    "ludcmp": dict(N=800),
+    "cholesky": dict(N=1000),
+    "gramschmidt": dict(M=800, N=600),
+    "jacobi_1d": dict(T=2000, N=100000),
+    "jacobi_2d": dict(T=100, N=2000),
+    "seidel_2d": dict(T=40, N=2000),
+    "heat_3d": dict(T=50, N=120),
+    "fdtd_2d": dict(T=100, NX=1000, NY=1200),
+    "blur": dict(C=3, H=2048, W=2048),
+    "covariance": dict(M=600, N=800),
+    "correlation": dict(M=600, N=800),
+}
+
+#: ``--quick`` sizes: large enough to time, small enough for a smoke test (kernels not listed: their
+#: ``small`` values times 4, time steps kept).
+QUICK_SIZES: dict[str, Params] = {
+    "gemm": dict(NI=128, NJ=128, NK=128),
+    "jacobi_2d": dict(T=10, N=200),
+    "seidel_2d": dict(T=5, N=200),
+    "heat_3d": dict(T=5, N=32),
+    "jacobi_1d": dict(T=20, N=2000),
+    "blur": dict(C=3, H=128, W=128),
+}
+
+
+def quick_size(name: str) -> Params:
+    from .suite import KERNELS
+    if name in QUICK_SIZES:
+        return dict(QUICK_SIZES[name])
+    return {p: (v if p == "T" else 4 * v) for p, v in KERNELS[name].small.items()}
+
+
+#: Elements moved, for the memory-bound kernels (the stencils and the matrix-vector kernels): per sweep
+#: over an iteration space, (arrays read + arrays written) x elements of the space, summed over the sweeps
+#: and time steps; for the matrix-vector kernels only the matrices count, once per loop nest that reads
+#: them and once per nest that writes them.  Deliberately simple: perfect reuse inside a sweep, none
+#: between sweeps, no write-allocate, small vectors ignored.
+ELEMENTS_MOVED: dict[str, Callable[[Params], float]] = {
+    "jacobi_1d": lambda q: q["T"] * 2 * 2 * q["N"],
+    "jacobi_2d": lambda q: q["T"] * 2 * 2 * q["N"] ** 2,
+    "seidel_2d": lambda q: q["T"] * 2 * q["N"] ** 2,
+    "heat_3d": lambda q: q["T"] * 2 * 2 * q["N"] ** 3,
+    "fdtd_2d": lambda q: q["T"] * (3 + 3 + 4) * q["NX"] * q["NY"],
+    "blur": lambda q: 2 * 2 * q["C"] * q["H"] * q["W"],
+    "atax": lambda q: 2 * q["M"] * q["N"],
+    "bicg": lambda q: q["M"] * q["N"],
+    "mvt": lambda q: 2 * q["N"] ** 2,
+    "gemver": lambda q: 4 * q["N"] ** 2,
+    "gesummv": lambda q: 2 * q["N"] ** 2,
+    "trisolv": lambda q: q["N"] ** 2 / 2,
+}
+
+
+# -- numpy/torch equivalents: prepare(args) -> a call that computes in place into ``args``' arrays ------
+def _torch(threads: int) -> Any:
+    import torch
+    torch.set_num_threads(threads)
+    return torch
+
+
+def _gemm_torch(args: dict[str, Any], threads: int) -> Callable[[], None]:
+    torch = _torch(threads)
+    c, a, b = (torch.from_numpy(args[n]) for n in ("C", "A", "B"))
+    alpha, beta = float(args["alpha"]), float(args["beta"])
+
+    def run() -> None:
+        c.addmm_(a, b, beta=beta, alpha=alpha)
+    return run
+
+
+def _jacobi_1d_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
+    a, b, steps = args["A"], args["B"], int(args["T"])
+
+    def run() -> None:
+        for _ in range(steps):
+            b[1:-1] = 0.33333 * (a[:-2] + a[1:-1] + a[2:])
+            a[1:-1] = 0.33333 * (b[:-2] + b[1:-1] + b[2:])
+    return run
+
+
+def _jacobi_2d_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
+    a, b, steps = args["A"], args["B"], int(args["T"])
+
+    def sweep(out: np.ndarray, src: np.ndarray) -> None:
+        out[1:-1, 1:-1] = 0.2 * (src[1:-1, 1:-1] + src[1:-1, :-2] + src[1:-1, 2:] + src[2:, 1:-1]
+                                 + src[:-2, 1:-1])
+
+    def run() -> None:
+        for _ in range(steps):
+            sweep(b, a)
+            sweep(a, b)
+    return run
+
+
+def _heat_3d_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
+    a, b, steps = args["A"], args["B"], int(args["T"])
+    c = (slice(1, -1),) * 3
+
+    def sweep(out: np.ndarray, s: np.ndarray) -> None:
+        mid = s[c]
+        out[c] = (0.125 * (s[2:, 1:-1, 1:-1] - 2.0 * mid + s[:-2, 1:-1, 1:-1])
+                  + 0.125 * (s[1:-1, 2:, 1:-1] - 2.0 * mid + s[1:-1, :-2, 1:-1])
+                  + 0.125 * (s[1:-1, 1:-1, 2:] - 2.0 * mid + s[1:-1, 1:-1, :-2]) + mid)
+
+    def run() -> None:
+        for _ in range(steps):
+            sweep(b, a)
+            sweep(a, b)
+    return run
+
+
+def _blur_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
+    img, tmp, out = args["img"], args["tmp"], args["out"]
+    w = img.shape[2]
+    h = img.shape[1]
+    k = (0.0625, 0.25, 0.375, 0.25, 0.0625)
+
+    def run() -> None:
+        tmp[...] = (k[0] * img[:, :, 0:w - 4] + k[1] * img[:, :, 1:w - 3] + k[2] * img[:, :, 2:w - 2]
+                    + k[3] * img[:, :, 3:w - 1] + k[4] * img[:, :, 4:w])
+        out[...] = (k[0] * tmp[:, 0:h - 4] + k[1] * tmp[:, 1:h - 3] + k[2] * tmp[:, 2:h - 2]
+                    + k[3] * tmp[:, 3:h - 1] + k[4] * tmp[:, 4:h])
+    return run
+
+
+#: kernel -> (what it is, prepare).
+LIBRARY_EQUIVALENTS: dict[str, tuple[str, Callable[[dict[str, Any], int], Callable[[], None]]]] = {
+    "gemm": ("torch addmm_", _gemm_torch),
+    "jacobi_1d": ("numpy slices", _jacobi_1d_numpy),
+    "jacobi_2d": ("numpy slices", _jacobi_2d_numpy),
+    "heat_3d": ("numpy slices", _heat_3d_numpy),
+    "blur": ("numpy slices", _blur_numpy),
+}
+
+
+# -- measuring ----------------------------------------------------------------------------------------
+def _copy(args: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+
+
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+
+
+def _differs(got: dict[str, Any], ref: dict[str, Any], arrays: Sequence[str]) -> str:
+    """Empty when every array of ``got`` is allclose to ``ref`` (tolerance relative to the largest
+    magnitude of the reference array), else which array differs and by how much."""
+    for name in arrays:
+        x, r = np.asarray(got[name]), np.asarray(ref[name])
+        tol = 1e-4 if r.dtype.itemsize <= 4 else 1e-9
+        finite = np.isfinite(r)
+        scale = float(np.max(np.abs(r[finite]))) if finite.any() else 1.0
+        if not np.allclose(x, r, rtol=tol, atol=tol * max(scale, 1e-30), equal_nan=True):
+            with np.errstate(invalid="ignore"):
+                err = float(np.nanmax(np.abs(x.astype(np.float64) - r.astype(np.float64)))) / max(scale, 1e-30)
+            return f"{name} off by {err:.1e} (relative to max |{name}|)"
+    return ""
+
+
+@dataclass
+class Row:
+    """One kernel's measurements."""
+
+    kernel: str
+    params: Params
+    category: str
+    dtype: str
+    flops: float
+    elements_moved: float | None
+    times: dict[str, float | None] = field(default_factory=dict)
+    """Median seconds per variant (``None``: not run, or failed)."""
+    schedule: str = ""
+    """The schedule polytri's default chose (``Schedule.origin``)."""
+    library: str = ""
+    """What the numpy/torch column ran, if anything."""
+    mismatches: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def agree(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def speedup(self) -> float | None:
+        n, p = self.times.get("naive"), self.times.get("polytri")
+        return n / p if n and p else None
+
+    @property
+    def gflops(self) -> float | None:
+        p = self.times.get("polytri")
+        return self.flops / p / 1e9 if p else None
+
+    @property
+    def gbytes(self) -> float | None:
+        p = self.times.get("polytri")
+        if not p or self.elements_moved is None:
+            return None
+        return self.elements_moved * np.dtype(self.dtype).itemsize / p / 1e9
+
+
+def _prepare_compiled(kernel: Callable[..., None], fresh: dict[str, Any]) -> Callable[[], None]:
+    return partial(kernel, **fresh)
+
+
+def _prepare_library(prep: Callable[[dict[str, Any], int], Callable[[], None]], threads: int,
+                     fresh: dict[str, Any]) -> Callable[[], None]:
+    return prep(fresh, threads)
+
+
+def run_kernel(name: str, params: Params, repeat: int, threads: int | None = None) -> Row:
+    """Compile every variant of suite kernel ``name``, check each against the naive C on one run, then time
+    them ``repeat`` times, interleaved (naive, orig+omp, polytri, tiled, numpy/torch, naive, ...); each
+    call gets a fresh copy of the inputs, made outside the timed region."""
+    from .ir.builder import to_program
+    from .suite import KERNELS, make_args
+
+    kern = KERNELS[name]
+    prog = to_program(kern.build())
+    dtypes = {a.dtype for a in prog.arrays}
+    dtype = max(dtypes, key=lambda d: np.dtype(d).itemsize)
+    moved = ELEMENTS_MOVED.get(name)
+    row = Row(name, dict(params), kern.category, dtype, kern.flops(params), moved(params) if moved else None)
+    threads = threads or default_threads()
+    args = make_args(kern, params)
+    arrays = [a.name for a in prog.arrays]
+
+    prepares: dict[str, Callable[[dict[str, Any]], Callable[[], None]]] = {}
+    for variant, options in VARIANTS.items():
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                k = pt_compile(prog, target="cpu", options=options)
+            for w in caught:
+                row.notes.append(f"{variant}: {str(w.message).splitlines()[0]}")
+        except Exception as exc:  # a benchmark reports failures, it does not stop on them
+            row.errors[variant] = _short(exc)
+            continue
+        if variant == "polytri":
+            row.schedule = k.schedule_info.origin
+        prepares[variant] = partial(_prepare_compiled, k)
+    if name in LIBRARY_EQUIVALENTS:
+        row.library, prep = LIBRARY_EQUIVALENTS[name]
+        prepares[LIBRARY] = partial(_prepare_library, prep, threads)
+
+    # one untimed run each: warm-up (page faults, thread pools, torch's first call) and the check
+    reference: dict[str, Any] | None = None
+    for variant, prepare in list(prepares.items()):
+        fresh = _copy(args)
+        try:
+            prepare(fresh)()
+        except Exception as exc:
+            row.errors[variant] = _short(exc)
+            del prepares[variant]
+            continue
+        if variant == "naive":
+            reference = fresh
+        elif reference is not None:
+            why = _differs(fresh, reference, arrays)
+            if why:
+                row.mismatches[variant] = why
+        del fresh
+    if reference is None and "naive" not in row.errors:
+        row.errors["naive"] = "did not run"
+    del reference
+
+    samples: dict[str, list[float]] = {v: [] for v in prepares}
+    for _ in range(repeat):
+        for variant, prepare in prepares.items():
+            call = prepare(_copy(args))
+            t0 = time.perf_counter()
+            call()
+            samples[variant].append(time.perf_counter() - t0)
+            del call
+    for variant in (*VARIANTS, LIBRARY):
+        row.times[variant] = statistics.median(samples[variant]) if samples.get(variant) else None
+    return row
+
+
+# -- printing -----------------------------------------------------------------------------------------
+HEADER = ("kernel", "size", *(f"{v} ms" for v in VARIANTS), f"{LIBRARY} ms", "pt/naive", "pt GFLOP/s",
+          "pt vs peak", "pt schedule", "check")
+#: Columns aligned to the right (numbers).
+NUMERIC = set(range(2, 2 + len(VARIANTS) + 4))
+
+
+def _size(params: Params) -> str:
+    return " ".join(f"{p}={v}" for p, v in params.items())
+
+
+def _ms(t: float | None, failed: bool) -> str:
+    if failed:
+        return "error"
+    return "-" if t is None else f"{t * 1e3:.1f}" if t >= 0.01 else f"{t * 1e3:.3f}"
+
+
+def vs_peak(row: Row, peak: Peak) -> str:
+    """Polytri's share of the roof that matters: triad bandwidth for the memory-bound kernels (those with
+    an :data:`ELEMENTS_MOVED` estimate), FMA throughput of the kernel's dtype for the others."""
+    if row.gbytes is not None:
+        return f"{row.gbytes:.1f} GB/s = {100 * row.gbytes / peak.triad:.0f}% triad"
+    if row.gflops is not None:
+        fp = "fp32" if np.dtype(row.dtype).itemsize <= 4 else "fp64"
+        return f"{100 * row.gflops / peak.fma(row.dtype):.1f}% FMA {fp}"
+    return "-"
+
+
+def check(row: Row) -> str:
+    if row.mismatches:
+        return "DIFFERS: " + ", ".join(row.mismatches)
+    if "naive" in row.errors:
+        return "unchecked"
+    return "agree"
+
+
+def cells(row: Row, peak: Peak) -> list[str]:
+    out = [row.kernel, _size(row.params)]
+    out += [_ms(row.times.get(v), v in row.errors) for v in VARIANTS]
+    out.append(_ms(row.times.get(LIBRARY), LIBRARY in row.errors))
+    s = row.speedup
+    out.append("-" if s is None else f"{s:.2f}x")
+    g = row.gflops
+    out.append("-" if g is None else f"{g:.2f}")
+    out += [vs_peak(row, peak), row.schedule or "-", check(row)]
+    return out
+
+
+def summary(rows: list[Row], peak: Peak) -> list[str]:
+    lines = []
+    slower = [f"{r.kernel} ({r.speedup:.2f}x)" for r in rows if r.speedup is not None and r.speedup < 1.0]
+    lines.append(f"polytri's default slower than the naive C on {len(slower)}: {', '.join(slower) or 'none'}")
+    ratios = [r.speedup for r in rows if r.speedup]
+    if ratios:
+        geo = float(np.exp(np.mean(np.log(ratios))))
+        lines.append(f"geometric mean speed-up of polytri over naive: {geo:.2f}x over {len(ratios)} kernels")
+    libs = [f"{r.kernel}: {r.library}" for r in rows if r.library]
+    if libs:
+        lines.append(f"{LIBRARY} column: {'; '.join(libs)} ({peak.threads} threads for torch)")
+    for r in rows:
+        for v, why in r.mismatches.items():
+            lines.append(f"MISMATCH {r.kernel} {v}: {why}")
+        for v, why in r.errors.items():
+            lines.append(f"ERROR {r.kernel} {v}: {why}")
+        for note in dict.fromkeys(r.notes):
+            lines.append(f"note {r.kernel} {note}")
+    return lines
+
+
+def render(rows: list[Row], peak: Peak, repeat: int, markdown: bool = False) -> str:
+    head = [peak.header(), f"kernels: median of {repeat} interleaved runs per variant; note: {NOTE}", ""]
+    table = [list(HEADER)] + [cells(r, peak) for r in rows]
+    if markdown:
+        def fmt(line: Sequence[str]) -> str:
+            return "| " + " | ".join(v.replace("|", "\\|") for v in line) + " |"
+
+        align = ["---:" if c in NUMERIC else "---" for c in range(len(HEADER))]
+        body = [fmt(table[0]), "|" + "|".join(align) + "|"] + [fmt(line) for line in table[1:]]
+        tail = ["", *(f"- {line}" for line in summary(rows, peak))]
+    else:
+        widths = [max(len(line[c]) for line in table) for c in range(len(HEADER))]
+
+        def fmt(line: Sequence[str]) -> str:
+            return "  ".join(v.rjust(w) if c in NUMERIC else v.ljust(w)
+                             for c, (v, w) in enumerate(zip(line, widths))).rstrip()
+
+        body = [fmt(table[0]), "  ".join("-" * w for w in widths)] + [fmt(line) for line in table[1:]]
+        tail = ["", *summary(rows, peak)]
+    return "\n".join(head + body + tail)
+
+
+# -- command line -------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``polytri bench`` and ``benchmarks/cpu.py``."""
+    parser.add_argument("--filter", default="", metavar="PATTERN",
+                        help="kernels whose name matches this regular expression (re.search; a plain name "
+                             "matches as a substring); default: every kernel of the suite")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs per variant; the median is reported")
+    parser.add_argument("--quick", action="store_true", help="small sizes and short peak runs (a smoke run)")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+
+
+def select(pattern: str) -> list[str]:
+    from .suite import KERNELS
+    if not pattern:
+        return list(KERNELS)
+    rx = re.compile(pattern)
+    return [k for k in KERNELS if rx.search(k)]
+
+
+def run(args: argparse.Namespace, out: Any = None) -> int:
+    """Run the benchmarks that ``args`` asks for, print the table; 1 when a variant disagrees with the
+    naive C or fails, else 0."""
+    out = out or sys.stdout
+    if args.repeat < 1:
+        raise SystemExit("polytri bench: --repeat must be at least 1")
+    try:
+        names = select(args.filter)
+    except re.error as exc:
+        raise SystemExit(f"polytri bench: bad --filter pattern {args.filter!r}: {exc}") from None
+    if not names:
+        raise SystemExit(f"polytri bench: no kernel matches {args.filter!r}")
+    peak = measure_peak(quick=args.quick)
+    rows = []
+    for name in names:
+        params = quick_size(name) if args.quick else dict(BENCH_SIZES[name])
+        print(f"  {name} {_size(params)} ...", file=sys.stderr, flush=True)
+        rows.append(run_kernel(name, params, args.repeat))
+    print(render(rows, peak, args.repeat, markdown=args.markdown), file=out, flush=True)
+    return 0 if all(r.agree and not r.errors for r in rows) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="polytri bench", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def peak_main(argv: Sequence[str] | None = None) -> int:
+    """Only the peak microbenchmarks."""
+    parser = argparse.ArgumentParser(prog="benchmarks/peak.py", description="peak FMA throughput and triad bandwidth")
+    parser.add_argument("--quick", action="store_true", help="short runs")
+    args = parser.parse_args(argv)
+    peak = measure_peak(quick=args.quick)
+    print(peak.header())
+    print(f"single thread: FMA {fma_peak('float32', threads=1):.1f} GFLOP/s fp32; "
+          f"triad {triad_bandwidth(16.0 if args.quick else 64.0, threads=1):.1f} GB/s")
+    print(f"note: {NOTE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
