@@ -63,7 +63,7 @@ def test_auto_tiles_a_sweep_with_no_other_parallelism():
     k = pt.compile(KERNELS["seidel_2d"].build())
     assert k.schedule_info.origin == "pluto+tiled"
     assert any("wavefront" in d for d in k.schedule_info.decisions)
-    assert "#pragma omp parallel for" in k.source
+    assert "#pragma omp parallel num_threads" in k.source and "#pragma omp for" in k.source
 
 
 def test_pluto_alone_does_not_tile_and_tile_true_does():
