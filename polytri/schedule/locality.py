@@ -10,8 +10,9 @@ whose innermost traversal touches memory best, and moves it innermost:
 * an access ``A[L i + c]`` then moves by ``L d``: zero (invariant: +1), or only in its last subscript by
   one element (stride-1, contiguous in row-major order: +2), or elsewhere (0).
 
-The row with the best total score over the band's statements goes innermost; ties keep the scheduler's
-order.  (The scheduler also refuses a move that would push the band's outermost parallel loop inward.)
+The scheduler (``pluto._reorder_bands``) puts innermost a row whose loop is parallel if there is one,
+then the best total score; ties keep its order, and it refuses a move that would push the band's
+outermost parallel loop inward.
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ def _access_score(st: Statement, d: list[sympy.Rational]) -> int:
     return score
 
 
-def rank_innermost(program: Program, loop_rows: dict[str, list[tuple[int, ...]]], band: Sequence[int]) -> list[int]:
-    """The positions ``band`` (indices into each statement's loop rows), best candidate for the innermost
-    loop first; ties keep the current innermost first, then the scheduler's order."""
+def innermost_scores(program: Program, loop_rows: dict[str, list[tuple[int, ...]]],
+                     band: Sequence[int]) -> dict[int, int]:
+    """Locality score of each position of ``band`` (indices into each statement's loop rows) as the
+    innermost loop: the higher, the more stride-1 and invariant accesses along it."""
     scores = {}
     for pos in band:
         score = 0
@@ -71,4 +73,4 @@ def rank_innermost(program: Program, loop_rows: dict[str, list[tuple[int, ...]]]
             if d is not None and any(d):
                 score += _access_score(st, d)
         scores[pos] = score
-    return sorted(band, key=lambda pos: (-scores[pos], pos != band[-1], pos))
+    return scores

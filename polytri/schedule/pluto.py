@@ -31,7 +31,7 @@ from ..errors import PolytriError
 from ..ir.program import Program, params_prefix
 from .dependences import Dependences
 from .farkas import Layout, aligned_pieces, bounding, validity
-from .locality import rank_innermost
+from .locality import innermost_scores
 from .schedule import Band, Schedule, parallel_dimensions
 
 log = logging.getLogger("polytri.schedule")
@@ -340,36 +340,36 @@ def pluto_schedule(program: Program, deps: Dependences, *, fuse: str = "smart") 
 
 
 def _reorder_bands(state: _State, deps: Dependences) -> None:
-    """Move the band row with the best spatial locality innermost (legal: band rows are permutable),
-    unless that pushes the band's outermost parallel loop inward (no tiling yet to get it back)."""
+    """Choose each band's innermost row (legal: band rows are permutable): first a row whose loop is
+    parallel with a stride-1 access (it vectorizes; a reduction innermost does not without
+    reassociation), then the best spatial locality; never one whose move pushes the band's outermost
+    parallel loop inward."""
     for number, band in enumerate(state.bands):
         if band.width < 2:
             continue
         dims = list(band.dims)
-
-        def first_parallel(rows: list[Row], dims: list[int] = dims) -> int | None:
-            par = parallel_dimensions(_union_map(state.program, rows), deps)
-            return next((d for d in dims if par[d]), None)
-
         loop_index = {d: k for k, d in enumerate(i for i, r in enumerate(state.rows) if not r.scalar)}
         loop_rows = {n: [r.coeffs[n] for r in state.rows if not r.scalar] for n, _ in state.layout.statements}
-        before = first_parallel(state.rows)
-        for pos in rank_innermost(state.program, loop_rows, [loop_index[d] for d in dims]):
-            dim = next(d for d in dims if loop_index[d] == pos)
-            if dim == dims[-1]:
-                break
+        scores = innermost_scores(state.program, loop_rows, [loop_index[d] for d in dims])
+        candidates = []
+        for dim in dims:
             trial = list(state.rows)
             trial.insert(dims[-1], trial.pop(dim))
-            after = first_parallel(trial)
-            if before is not None and (after is None or after > before):
-                state.decisions.append(f"band {number}: time dimension {dim} has better locality innermost, "
-                                       f"but moving it would leave no outer parallel loop")
-                continue
-            state.rows = trial
-            state.decisions.append(f"band {number}: time dimension {dim} moved innermost for stride-1 / "
-                                   f"invariant accesses")
+            par = parallel_dimensions(_union_map(state.program, trial), deps)
+            first_par = next((d for d in dims if par[d]), None)
+            score = scores[loop_index[dim]]
+            vectorizable = par[dims[-1]] and score >= 2  # parallel, with at least one stride-1 access
+            candidates.append((dim, trial, vectorizable, score, first_par))
+        current = next(c for c in candidates if c[0] == dims[-1])
+        allowed = [c for c in candidates
+                   if current[4] is None or (c[4] is not None and c[4] <= current[4])]
+        best = max(allowed, key=lambda c: (c[2], c[3], c[0] == dims[-1]))
+        if best[0] != dims[-1]:
+            state.rows = best[1]
+            why = "parallel (vectorizable) and " if best[2] and not current[2] else ""
+            state.decisions.append(f"band {number}: time dimension {best[0]} moved innermost: {why}"
+                                   f"stride-1 / invariant accesses (locality score {best[3]} vs {current[3]})")
             log.info("%s: %s", state.program.name, state.decisions[-1])
-            break
 
 
 def _union_map(program: Program, rows: list[Row]) -> isl.UnionMap:
