@@ -22,6 +22,7 @@ from polytri.schedule.dependences import Dependences, compute_dependences
 from polytri.schedule.legality import is_legal
 from polytri.schedule.pluto import SchedulingError, pluto_schedule
 from polytri.schedule.schedule import Schedule
+from polytri.suite import build_jacobi_1d, build_jacobi_2d, build_seidel_2d
 
 
 # -- helpers ------------------------------------------------------------------------------------------
@@ -170,43 +171,10 @@ def matmul() -> pt.Program:
     return p
 
 
-def jacobi_1d() -> pt.Program:
-    """PolyBench 4.2: B from A, then A from B, inside the time loop."""
-    p = pt.Program("jacobi_1d", params=["T", "N"])
-    p.array("A", ("N",))
-    p.array("B", ("N",))
-    with p.loop("t", 0, "T"):
-        with p.loop("i", 1, "N - 1"):
-            p.assign("B[i] = 0.33333 * (A[i - 1] + A[i] + A[i + 1])")
-        with p.loop("i", 1, "N - 1"):
-            p.assign("A[i] = 0.33333 * (B[i - 1] + B[i] + B[i + 1])")
-    return p
-
-
-def jacobi_2d() -> pt.Program:
-    p = pt.Program("jacobi_2d", params=["T", "N"])
-    p.array("A", ("N", "N"))
-    p.array("B", ("N", "N"))
-    with p.loop("t", 0, "T"):
-        with p.loop("i", 1, "N - 1"):
-            with p.loop("j", 1, "N - 1"):
-                p.assign("B[i, j] = 0.2 * (A[i, j] + A[i, j - 1] + A[i, j + 1] + A[i + 1, j] + A[i - 1, j])")
-        with p.loop("i", 1, "N - 1"):
-            with p.loop("j", 1, "N - 1"):
-                p.assign("A[i, j] = 0.2 * (B[i, j] + B[i, j - 1] + B[i, j + 1] + B[i + 1, j] + B[i - 1, j])")
-    return p
-
-
-def seidel_2d() -> pt.Program:
-    p = pt.Program("seidel_2d", params=["T", "N"])
-    p.array("A", ("N", "N"))
-    with p.loop("t", 0, "T"):
-        with p.loop("i", 1, "N - 1"):
-            with p.loop("j", 1, "N - 1"):
-                p.assign("A[i, j] = (A[i - 1, j - 1] + A[i - 1, j] + A[i - 1, j + 1]"
-                         " + A[i, j - 1] + A[i, j] + A[i, j + 1]"
-                         " + A[i + 1, j - 1] + A[i + 1, j] + A[i + 1, j + 1]) / 9.0")
-    return p
+# the suite's PolyBench programs are the classic cases of Pluto's published results
+jacobi_1d = build_jacobi_1d
+jacobi_2d = build_jacobi_2d
+seidel_2d = build_seidel_2d
 
 
 def fdtd_2d() -> pt.Program:
