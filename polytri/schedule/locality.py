@@ -38,8 +38,9 @@ def _direction(rows: list[tuple[int, ...]], pos: int) -> list[sympy.Rational] | 
     return list(h.LUsolve(e))
 
 
-def _access_score(st: Statement, d: list[sympy.Rational]) -> int:
-    score = 0
+def _access_score(st: Statement, d: list[sympy.Rational]) -> tuple[int, int]:
+    """(score, number of stride-1 accesses) of ``st``'s accesses along direction ``d``."""
+    score = stride1 = 0
     for acc in (st.target, *st.reads):
         moves = []
         for sub in acc.index:
@@ -55,22 +56,25 @@ def _access_score(st: Statement, d: list[sympy.Rational]) -> int:
             score += 1
         elif all(m == 0 for m in moves[:-1]) and abs(moves[-1]) == 1:
             score += 2
-    return score
+            stride1 += 1
+    return score, stride1
 
 
 def innermost_scores(program: Program, loop_rows: dict[str, list[tuple[int, ...]]],
-                     band: Sequence[int]) -> dict[int, int]:
-    """Locality score of each position of ``band`` (indices into each statement's loop rows) as the
-    innermost loop: the higher, the more stride-1 and invariant accesses along it."""
+                     band: Sequence[int]) -> dict[int, tuple[int, int]]:
+    """For each position of ``band`` (indices into each statement's loop rows) as the innermost loop:
+    the locality score (the higher, the more stride-1 and invariant accesses along it) and the number
+    of stride-1 accesses."""
     scores = {}
     for pos in band:
-        score = 0
+        score = stride1 = 0
         for st in program.statements:
             rows = loop_rows.get(st.name, [])
             if not st.iterators or not rows:
                 continue
             d = _direction(rows, pos)
             if d is not None and any(d):
-                score += _access_score(st, d)
-        scores[pos] = score
+                s, n = _access_score(st, d)
+                score, stride1 = score + s, stride1 + n
+        scores[pos] = (score, stride1)
     return scores

@@ -357,8 +357,8 @@ def _reorder_bands(state: _State, deps: Dependences) -> None:
             trial.insert(dims[-1], trial.pop(dim))
             par = parallel_dimensions(_union_map(state.program, trial), deps)
             first_par = next((d for d in dims if par[d]), None)
-            score = scores[loop_index[dim]]
-            vectorizable = par[dims[-1]] and score >= 2  # parallel, with at least one stride-1 access
+            score, stride1 = scores[loop_index[dim]]
+            vectorizable = par[dims[-1]] and stride1 > 0  # parallel, with a stride-1 access
             candidates.append((dim, trial, vectorizable, score, first_par))
         current = next(c for c in candidates if c[0] == dims[-1])
         allowed = [c for c in candidates
