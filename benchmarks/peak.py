@@ -3,7 +3,7 @@ every thread and with one.
 
     python benchmarks/peak.py [--quick]
 
-Hand-written C built with the generated kernels' compiler and flags (``polytri/bench.py``, ``PEAK_SOURCE``).
+Hand-written C built with the generated kernels' compiler and flags (``polytri/peak.py``, ``PEAK_SOURCE``).
 """
 
 from __future__ import annotations
