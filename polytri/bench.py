@@ -31,6 +31,7 @@ import numpy as np
 
 from .compiler import compile as pt_compile
 from .peak import Peak, default_threads, fma_peak, measure_peak, triad_bandwidth
+from .suite import copy_args
 
 NOTE = "ratios, not absolute times, are what to compare; this machine is shared and noisy"
 
@@ -148,6 +149,16 @@ def _jacobi_1d_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
     return run
 
 
+def _ping_pong(sweep: Callable[[np.ndarray, np.ndarray], None], a: np.ndarray, b: np.ndarray,
+               steps: int) -> Callable[[], None]:
+    """``steps`` time steps of a two-array stencil: B from A, then A from B."""
+    def run() -> None:
+        for _ in range(steps):
+            sweep(b, a)
+            sweep(a, b)
+    return run
+
+
 def _jacobi_2d_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
     a, b, steps = args["A"], args["B"], int(args["T"])
 
@@ -155,11 +166,7 @@ def _jacobi_2d_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
         out[1:-1, 1:-1] = 0.2 * (src[1:-1, 1:-1] + src[1:-1, :-2] + src[1:-1, 2:] + src[2:, 1:-1]
                                  + src[:-2, 1:-1])
 
-    def run() -> None:
-        for _ in range(steps):
-            sweep(b, a)
-            sweep(a, b)
-    return run
+    return _ping_pong(sweep, a, b, steps)
 
 
 def _heat_3d_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
@@ -172,11 +179,7 @@ def _heat_3d_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
                   + 0.125 * (s[1:-1, 2:, 1:-1] - 2.0 * mid + s[1:-1, :-2, 1:-1])
                   + 0.125 * (s[1:-1, 1:-1, 2:] - 2.0 * mid + s[1:-1, 1:-1, :-2]) + mid)
 
-    def run() -> None:
-        for _ in range(steps):
-            sweep(b, a)
-            sweep(a, b)
-    return run
+    return _ping_pong(sweep, a, b, steps)
 
 
 def _blur_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
@@ -204,10 +207,6 @@ LIBRARY_EQUIVALENTS: dict[str, tuple[str, Callable[[dict[str, Any], int], Callab
 
 
 # -- measuring ----------------------------------------------------------------------------------------
-def _copy(args: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
-
-
 def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
 
@@ -316,7 +315,7 @@ def run_kernel(name: str, params: Params, repeat: int, threads: int | None = Non
     # one untimed run each: warm-up (page faults, thread pools, torch's first call) and the check
     reference: dict[str, Any] | None = None
     for variant, prepare in list(prepares.items()):
-        fresh = _copy(args)
+        fresh = copy_args(args)
         try:
             prepare(fresh)()
         except Exception as exc:
@@ -337,7 +336,7 @@ def run_kernel(name: str, params: Params, repeat: int, threads: int | None = Non
     samples: dict[str, list[float]] = {v: [] for v in prepares}
     for _ in range(repeat):
         for variant, prepare in prepares.items():
-            call = prepare(_copy(args))
+            call = prepare(copy_args(args))
             t0 = time.perf_counter()
             call()
             samples[variant].append(time.perf_counter() - t0)

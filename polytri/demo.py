@@ -11,6 +11,7 @@ import numpy as np
 
 from .compiler import compile as pt_compile
 from .reference import reference
+from .suite import copy_args
 
 #: (suite kernel, parameter values): sizes the pure-Python reference runs in a few seconds.
 SHOWCASE = (("gemm", {"NI": 64, "NJ": 64, "NK": 64}),
@@ -23,15 +24,11 @@ BENCH_SIZES = {"gemm": {"NI": 1024, "NJ": 1024, "NK": 1024},
                "blur": {"C": 3, "H": 2048, "W": 2048}}
 
 
-def _copy(args: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
-
-
 def _median_time(kernel: Callable[..., None], args: dict[str, Any], repeat: int) -> float:
     """Median time of ``kernel`` on fresh copies of ``args`` (the copies are made outside the timing)."""
     times = []
     for _ in range(repeat):
-        fresh = _copy(args)
+        fresh = copy_args(args)
         t0 = time.perf_counter()
         kernel(**fresh)
         times.append(time.perf_counter() - t0)
@@ -62,7 +59,7 @@ def run_demo(show_source: bool = True, bench: bool = True) -> int:
         kern = KERNELS[name]
         prog = kern.build()
         args = make_args(kern, params)
-        ref_args, cmp_args = _copy(args), _copy(args)
+        ref_args, cmp_args = copy_args(args), copy_args(args)
         t0 = time.perf_counter()
         reference(prog, **ref_args)
         t_ref = time.perf_counter() - t0

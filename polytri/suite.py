@@ -655,6 +655,11 @@ def _diag_dominant(rng: np.random.Generator, n: int) -> np.ndarray:
     return a + (n + 1.0) * np.eye(n)
 
 
+def copy_args(args: dict[str, Any]) -> dict[str, Any]:
+    """Fresh copies of the arrays of ``args`` (other values shared): one run's inputs."""
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+
+
 def make_args(kernel: Kernel | str, params: Params, seed: int = 0) -> dict[str, Any]:
     """Keyword arguments for ``pt.reference`` and compiled kernels: random inputs, scalars, and the
     parameters that cannot be inferred from array shapes (``T`` of most stencils)."""

@@ -25,6 +25,7 @@ from polytri.errors import (
 )
 from polytri.frontend import ArraySpec, Kernel, bf16, bool_, f16, f32, f64, i8, i32, i64, kernel
 from polytri.ir.textform import parse_program
+from polytri.suite import copy_args
 
 THIS_FILE = Path(__file__)
 
@@ -116,7 +117,7 @@ def rng_arrays(seed: int, *shapes: tuple[int, ...]) -> list[np.ndarray]:
 
 
 def copies(d: dict) -> dict:
-    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in d.items()}
+    return copy_args(d)
 
 
 def assert_same(got: dict, want: dict, rtol: float = 1e-12) -> None:

@@ -20,7 +20,7 @@ from polytri.schedule.dependences import Dependences, compute_dependences
 from polytri.schedule.legality import IllegalScheduleError, is_legal, prove_legal, violations
 from polytri.schedule.pluto import SchedulingError, pluto_schedule
 from polytri.schedule.schedule import Schedule, original_schedule
-from polytri.suite import KERNELS, make_args
+from polytri.suite import KERNELS, copy_args, make_args
 
 Rows = list[dict[str, str]]
 
@@ -243,8 +243,8 @@ def _reversed(s: Schedule) -> Schedule:
 def _check_against_reference(name: str, k) -> None:
     kern = KERNELS[name]
     args = make_args(kern, kern.small)
-    want = {n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in args.items()}
-    got = {n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in args.items()}
+    want = copy_args(args)
+    got = copy_args(args)
     pt.reference(kern.build(), **want)
     k(**got)
     for n, v in args.items():

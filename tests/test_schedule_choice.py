@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import polytri as pt
-from polytri.suite import KERNELS, make_args
+from polytri.suite import KERNELS, copy_args, make_args
 
 pytestmark = pytest.mark.cc
 
@@ -43,7 +43,7 @@ def test_every_choice_equals_the_reference(kind, name):
     kern = KERNELS[name]
     prog = kern.build()
     args = make_args(kern, kern.small)
-    ref = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+    ref = copy_args(args)
     pt.reference(prog, **ref)
     pt.compile(prog, options={"schedule": kind})(**args)
     for a in pt.ir.to_program(prog).arrays:

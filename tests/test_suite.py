@@ -10,7 +10,7 @@ import pytest
 
 import polytri as pt
 from polytri.cpu_codegen.kernel import CpuKernel
-from polytri.suite import CATEGORIES, KERNELS, Kernel, make_args
+from polytri.suite import CATEGORIES, KERNELS, Kernel, copy_args, make_args
 
 OPTIONS = [pytest.param({"threads": 1}, id="t1"), pytest.param({"threads": 2}, id="t2")]
 MAX_INSTANCES = 20_000
@@ -24,10 +24,6 @@ def _program(name: str) -> pt.Program:
 @functools.cache
 def _compiled(name: str, threads: int) -> CpuKernel:
     return pt.compile(_program(name), target="cpu", options={"threads": threads})
-
-
-def _copy(args: dict) -> dict:
-    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
 
 
 def _instances(k: Kernel, params: dict[str, int]) -> int:
@@ -46,7 +42,7 @@ def _instances(k: Kernel, params: dict[str, int]) -> int:
 def _check(k: Kernel, params: dict[str, int], threads: int, seed: int = 0) -> dict:
     """Compare the compiled kernel with the reference on the same inputs; return the inputs."""
     args = make_args(k, params, seed=seed)
-    want, got = _copy(args), _copy(args)
+    want, got = copy_args(args), copy_args(args)
     pt.reference(_program(k.name), **want)
     _compiled(k.name, threads)(**got)
     arrays = [n for n, v in args.items() if isinstance(v, np.ndarray)]
@@ -65,7 +61,7 @@ def _check(k: Kernel, params: dict[str, int], threads: int, seed: int = 0) -> di
 def test_kernel_matches_reference(name: str, options: dict) -> None:
     k = KERNELS[name]
     args = _check(k, k.small, options["threads"])
-    got = _copy(args)
+    got = copy_args(args)
     _compiled(name, options["threads"])(**got)
     assert any(not np.array_equal(got[n], v) for n, v in args.items() if isinstance(v, np.ndarray)), \
         f"{name}: the kernel changed nothing"
@@ -97,7 +93,7 @@ def test_zero_time_steps_leave_arrays_unchanged(name: str) -> None:
     k = KERNELS[name]
     params = dict(k.small, T=0)  # fdtd_2d's fict then has extent 0
     args = make_args(k, params)
-    got = _copy(args)
+    got = copy_args(args)
     _compiled(name, 2)(**got)
     for n, v in args.items():
         if isinstance(v, np.ndarray):
@@ -198,7 +194,7 @@ def test_pluto_schedule_matches_reference(name: str) -> None:
 
     k = KERNELS[name]
     args = make_args(k, k.small)
-    want, got = _copy(args), _copy(args)
+    want, got = copy_args(args), copy_args(args)
     pt.reference(_program(name), **want)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a fallback to the original order would warn

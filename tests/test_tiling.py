@@ -14,7 +14,7 @@ from polytri.schedule.dependences import compute_dependences
 from polytri.schedule.legality import is_legal
 from polytri.schedule.pluto import pluto_schedule
 from polytri.schedule.tiling import cache_sizes, tile_schedule, tile_sizes
-from polytri.suite import KERNELS, make_args
+from polytri.suite import KERNELS, copy_args, make_args
 
 pytestmark = pytest.mark.cc
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.cc
 def _run(name: str, params: dict, options: dict) -> None:
     kern = KERNELS[name]
     args = make_args(kern, params)
-    want = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+    want = copy_args(args)
     pt.reference(kern.build(), **want)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback allowed

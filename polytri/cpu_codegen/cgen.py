@@ -63,7 +63,8 @@ class _Printer:
         self.opts = options
         self.function = function
         self.stmts = {s.name: s for s in program.statements}
-        self.exprs = CExprPrinter(program_typer(program), _array_ref(program))
+        self.array_ref = _array_ref(program)
+        self.exprs = CExprPrinter(program_typer(program), self.array_ref)
         self.lines: list[str] = []
         self.outlined: list[str] = []
         """Functions holding the parallel loops (see :meth:`parallel_loop`)."""
@@ -142,7 +143,7 @@ class _Printer:
             value = call("pt_f32_to_bf16", value)
         elif target is dtypes.FLOAT16:
             value = C(f"(_Float16){value.at(15)}", 15)
-        ref = _array_ref(self.p)(st.target).text
+        ref = self.array_ref(st.target).text
         self.emit(depth, f"{{ /* {st.name}: {st.text()} */")
         for b in binds:
             self.emit(depth + 1, b)

@@ -58,8 +58,6 @@ class Typer:
         """The type ``e``'s operands are converted to before the operation (comparisons: promoted)."""
         if isinstance(e, Binary) and e.op in COMPARE_OPS:
             return dtypes.promote(self(e.lhs), self(e.rhs))
-        if isinstance(e, Call) and e.func == "where":
-            return self(e)
         return self(e)
 
     def run(self, e: Expr) -> VType:

@@ -83,12 +83,13 @@ def parallel_dimensions(schedule: isl.UnionMap, deps: Dependences) -> tuple[bool
     tdeps = time_dependences(schedule, deps.all)
     if tdeps is None:
         return (True,) * ndim
-    result = []
-    for k in range(ndim):
-        at_k = tdeps.intersect(_equal_prefix(tdeps.get_space(), k))
-        carried = at_k.subtract(_equal_prefix(tdeps.get_space(), k + 1))
-        result.append(carried.is_empty())
-    return tuple(result)
+    return tuple(not _carries(tdeps, k) for k in range(ndim))
+
+
+def _carries(tdeps: isl.Map, k: int) -> bool:
+    """Some time dependence is equal before dimension ``k`` and differs at ``k``."""
+    at_k = tdeps.intersect(_equal_prefix(tdeps.get_space(), k))
+    return not at_k.subtract(_equal_prefix(tdeps.get_space(), k + 1)).is_empty()
 
 
 def _time_width(schedule: isl.UnionMap) -> int:
@@ -103,23 +104,14 @@ def loop_is_parallel(schedule: isl.UnionMap, deps: Dependences, dim: int, statem
     """Whether a loop scanning time dimension ``dim`` over ``statements`` carries no dependence among
     them.  Finer than :func:`parallel_dimensions`: distributed nests share time dimensions, and one
     nest's reduction must not make another nest's loop sequential."""
-    inside = deps.all.intersect(_between(deps.all, statements))
-    tdeps = time_dependences(schedule, inside)
-    if tdeps is None:
-        return True
-    at_k = tdeps.intersect(_equal_prefix(tdeps.get_space(), dim))
-    return at_k.subtract(_equal_prefix(tdeps.get_space(), dim + 1)).is_empty()
-
-
-def _between(deps: isl.UnionMap, statements: frozenset[str]) -> isl.UnionMap:
-    """The universe relation between the listed statements (restricted to the spaces used in ``deps``)."""
-    keep = isl.UnionMap.empty(deps.get_space())
+    inside = isl.UnionMap.empty(deps.all.get_space())
     maps: list[isl.Map] = []
-    deps.foreach_map(maps.append)
+    deps.all.foreach_map(maps.append)
     for m in maps:
         if m.get_tuple_name(isl.dim_type.in_) in statements and m.get_tuple_name(isl.dim_type.out) in statements:
-            keep = keep.union(isl.UnionMap.from_map(isl.Map.universe(m.get_space())))
-    return keep
+            inside = inside.union(isl.UnionMap.from_map(m))
+    tdeps = time_dependences(schedule, inside)
+    return tdeps is None or not _carries(tdeps, dim)
 
 
 def original_schedule(program: Program, deps: Dependences) -> Schedule:
