@@ -14,7 +14,7 @@ import islpy as isl
 from .cpu_codegen.build import DEFAULT_FLAGS, build_library
 from .cpu_codegen.cgen import CodegenOptions, generate_c
 from .cpu_codegen.kernel import CpuKernel
-from .errors import OptionError, UnsupportedError, public
+from .errors import OptionError, public
 from .ir.builder import to_program
 from .ir.program import Program
 from .ir.textform import program_to_text
@@ -22,6 +22,7 @@ from .ir.verify import verify
 from .loop_ast import For, Node, Run, build_loop_ast, walk
 from .schedule.dependences import Dependences, compute_dependences
 from .schedule.legality import IllegalScheduleError, prove_legal
+from .schedule.permute import parallel_outward
 from .schedule.pluto import FUSION_POLICIES, SchedulingError, pluto_schedule
 from .schedule.schedule import Schedule, original_schedule
 from .schedule.tiling import tile_schedule
@@ -74,25 +75,39 @@ def _check_options(target: str, options: Mapping[str, Any] | None) -> dict[str, 
 
 
 @public
-def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | None = None) -> CpuKernel:
-    """Compile a program (builder, frozen IR or ``@pt.kernel``) for ``target``."""
+def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | None = None) -> Any:
+    """Compile a program (builder, frozen IR or ``@pt.kernel``) for ``target``: a :class:`CpuKernel` for
+    ``cpu``, a :class:`~polytri.codegen_triton.kernel.TritonKernel` for ``nvgpu`` and ``amdgpu``."""
     if target not in TARGETS:
         raise OptionError(f"unknown target {target!r}; known targets: {', '.join(TARGETS)}")
-    if target != "cpu":
-        raise UnsupportedError(f"target {target!r} is not implemented yet: the Triton backend is still to be "
-                               f"written; use target='cpu'")
     prog = to_program(program)
-    opts = _check_options(target, options)
+    if target == "cpu":
+        opts = _check_options(target, options)
+    else:
+        from .codegen_triton.options import check_gpu_options
+        opts = check_gpu_options(target, options)
     verify(prog)
     deps = compute_dependences(prog)
-    schedule, decisions = choose_schedule(prog, deps, opts["schedule"], opts["fuse"], opts["tile"],
-                                          opts["tile_size"])
+    # GPU kernels block their parallel loops themselves: the schedule stays untiled
+    tile = opts["tile"] if target == "cpu" else False
+    schedule, decisions = choose_schedule(prog, deps, opts["schedule"], opts["fuse"], tile, opts.get("tile_size"))
+    if target != "cpu" and schedule.bands:
+        permuted = parallel_outward(schedule, deps)
+        if permuted is not schedule:
+            prove_legal(permuted.map, deps, what=f"{prog.name}: the GPU band order")
+            decisions += [f"scheduler: {d}" for d in permuted.decisions[len(schedule.decisions):]]
+            schedule = permuted
     ast = build_loop_ast(prog, schedule, deps)
     for n in walk(ast):
         if isinstance(n, For):
             what = "parallel" if n.parallel else "carries a dependence"
             stmts = sorted({r.statement for r in walk(n.body) if isinstance(r, Run)}, key=lambda s: (len(s), s))
             decisions.append(f"loop {n.var} (time dimension {n.dim}) over {', '.join(stmts)}: {what}")
+    if target != "cpu":
+        from .codegen_triton.options import compile_gpu
+        kernel = compile_gpu(prog, deps, schedule, ast, target=target, opts=opts, decisions=decisions)
+        _dump(prog, deps, schedule, ast, kernel.source, suffix="triton.py")
+        return kernel
     cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"])
     function = f"pt_{prog.name}"
     source = generate_c(prog, ast, function=function, options=cg)
@@ -103,7 +118,8 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     return CpuKernel(prog, schedule, deps, source, library, function, opts, decisions)
 
 
-def _dump(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, source: str) -> None:
+def _dump(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, source: str,
+          suffix: str = "kernel.c") -> None:
     """With ``POLYTRI_DUMP=dir``, write every stage of the compilation of ``prog`` into ``dir``."""
     folder = os.environ.get("POLYTRI_DUMP")
     if not folder:
@@ -111,9 +127,9 @@ def _dump(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, sourc
     os.makedirs(folder, exist_ok=True)
     stages = {"ir.txt": program_to_text(prog), "dependences.txt": str(deps),
               "schedule.txt": f"{schedule.map}\nparallel: {schedule.parallel}\n", "loop_ast.txt": repr(ast),
-              "kernel.c": source}
-    for suffix, text in stages.items():
-        with open(os.path.join(folder, f"{prog.name}.{suffix}"), "w") as f:
+              suffix: source}
+    for name, text in stages.items():
+        with open(os.path.join(folder, f"{prog.name}.{name}"), "w") as f:
             f.write(text)
     log.info("%s: stages written to %s", prog.name, folder)
 

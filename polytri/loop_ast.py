@@ -173,6 +173,11 @@ def build_loop_ast(program: Program, schedule: Schedule, deps: Dependences | Non
     return _Converter(set(program.params), schedule, deps).node(tree)
 
 
+def isl_expr(e: isl.AstExpr, params: tuple[str, ...] | list[str]) -> Expr:
+    """An isl AST expression (from ``AstBuild.expr_from_pw_aff``, say) as an IR expression."""
+    return _Converter(set(params), Schedule(isl.UnionMap("{ }"), (), "none"), None).expr(e)
+
+
 def walk(n: Node):
     """All nodes of a loop AST, in pre-order."""
     yield n

@@ -1,0 +1,218 @@
+"""A compiled GPU kernel: Triton on CUDA/ROCm tensors, Triton's interpreter on CPU data, PTX/AMDGCN ahead of
+time with :meth:`TritonKernel.asm`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import islpy as isl
+import numpy as np
+
+from .. import dtypes
+from ..args import bind, is_torch_tensor
+from ..errors import ArgumentError, CompilationError, UnsupportedError, public
+from ..ir.program import Program
+from ..schedule.dependences import Dependences
+from ..schedule.schedule import Schedule
+from .host import Launch
+from .kgen import kernel_parameters
+from .module import interpreter_scope, load_module
+from .target import ARCHS, GPUArch, LaunchModel
+from .texpr import SIGNATURE_TYPES
+
+log = logging.getLogger("polytri.triton")
+
+#: Largest element count of an array: subscripts are computed in int32.
+MAX_ELEMENTS = 2**31 - 1
+
+
+class TritonKernel:
+    """``pt.compile(program, target="nvgpu" | "amdgpu")``: call it with keyword arguments; it runs in place.
+
+    CUDA / ROCm tensors launch the kernels on their GPU; numpy arrays and CPU tensors run them in
+    Triton's interpreter (on copies, written back when every launch has succeeded)."""
+
+    def __init__(self, program: Program, schedule: Schedule, deps: Dependences, *, target: str, arch: GPUArch,
+                 model: LaunchModel, source: str, interpreter_source: str, launches: list[Launch],
+                 options: dict[str, Any], decisions: list[str]):
+        self.program = program
+        self.source = source
+        """The generated Triton module (kernels and the host function that launches them)."""
+        self.interpreter_source = interpreter_source
+        """The module run by the interpreter (differs from :attr:`source` only for bfloat16 programs)."""
+        self.arch = arch
+        self.model = model
+        self.options = dict(options)
+        self.dependences = deps
+        self.launches = launches
+        self._target = target
+        self._schedule = schedule
+        self._decisions = list(decisions)
+        self._asm: dict[str, str] = {}
+
+    @property
+    def target(self) -> str:
+        return self._target
+
+    @property
+    def kernels(self) -> list[str]:
+        """Names of the Triton kernels, in launch order of first appearance."""
+        return [launch.spec.name for launch in self.launches]
+
+    @property
+    def schedule(self) -> isl.UnionMap:
+        return self._schedule.map
+
+    @property
+    def schedule_info(self) -> Schedule:
+        return self._schedule
+
+    # --- running ----------------------------------------------------------------------------------------
+    @public
+    def __call__(self, **kwargs: Any) -> None:
+        bound = bind(self.program, kwargs, device="gpu")
+        arrays = bound.arrays
+        for a in self.program.arrays:
+            n = int(np.prod(arrays[a.name].shape))
+            if n > MAX_ELEMENTS:
+                raise UnsupportedError(f"{self.program.name}: array {a.name!r} has {n} elements; the Triton "
+                                       f"backend computes subscripts in int32 (at most {MAX_ELEMENTS})")
+        on_gpu = any(is_torch_tensor(x) and x.device.type != "cpu" for x in arrays.values())
+        if on_gpu:
+            self._run_gpu(bound)
+        else:
+            self._run_interpreted(bound)
+
+    def _scalar_tensors(self, bound: Any, device: Any, bf16_as_f32: bool) -> list[Any]:
+        import torch
+        out = []
+        for s in self.program.scalars:
+            d = dtypes.dtype(s.dtype)
+            name = "float32" if (d is dtypes.BFLOAT16 and bf16_as_f32) else d.name
+            value = bound.scalars[s.name]
+            if d is dtypes.BFLOAT16:
+                value = float(np.float32(value)) if not isinstance(value, float) else value
+            out.append(torch.tensor([value.item() if hasattr(value, "item") else value],
+                                    dtype=getattr(torch, "bool" if name == "bool" else name), device=device))
+        return out
+
+    def _run_interpreted(self, bound: Any) -> None:
+        import torch
+        module = load_module(self.interpreter_source, "interpret")
+        works, backs = [], []
+        for a in self.program.arrays:
+            x = bound.arrays[a.name]
+            if is_torch_tensor(x):
+                w = x.detach().clone().contiguous()
+                if w.dtype == torch.bfloat16:
+                    w = w.float()
+            else:
+                w = torch.from_numpy(np.array(x, copy=True, order="C"))
+            works.append(w)
+            backs.append((x, w))
+        scalars = self._scalar_tensors(bound, "cpu", bf16_as_f32=True)
+        params = [bound.params[p] for p in self.program.params]
+
+        def launch(kernel: Any, grid: tuple[int, int, int], args: tuple[Any, ...]) -> None:
+            kernel[grid](*args)
+        try:
+            with interpreter_scope():
+                module.pt_host(launch, *works, *scalars, *params)
+        except Exception as exc:  # the interpreter's own errors: nothing was written back
+            raise CompilationError(f"{self.program.name}: a Triton kernel failed in the interpreter: {exc}") from exc
+        for x, w in backs:
+            if is_torch_tensor(x):
+                with torch.no_grad():
+                    x.copy_(w.to(x.dtype))
+            else:
+                x[...] = w.numpy()
+
+    def _run_gpu(self, bound: Any) -> None:
+        import torch
+        module = load_module(self.source, "jit")
+        works, backs = [], []
+        for a in self.program.arrays:
+            x = bound.arrays[a.name]
+            if not is_torch_tensor(x):
+                raise ArgumentError(f"{self.program.name}: array {a.name!r} is a numpy array; give GPU tensors "
+                                    f"(or only CPU data, to run in Triton's interpreter)")
+            w = x if x.is_contiguous() else x.contiguous()
+            works.append(w)
+            if w is not x:
+                backs.append((x, w))
+        device = works[0].device if works else "cuda"
+        scalars = self._scalar_tensors(bound, device, bf16_as_f32=False)
+        params = [bound.params[p] for p in self.program.params]
+        opts = {"num_warps": self.model.num_warps, "num_stages": self.model.num_stages, "enable_fp_fusion": False}
+
+        def launch(kernel: Any, grid: tuple[int, int, int], args: tuple[Any, ...]) -> None:
+            kernel[grid](*args, **opts)
+        module.pt_host(launch, *works, *scalars, *params)
+        with torch.no_grad():
+            for x, w in backs:
+                x.copy_(w)
+
+    # --- ahead of time ------------------------------------------------------------------------------------
+    def signature(self, launch: Launch) -> dict[str, str]:
+        """Triton's signature of a kernel: pointer and integer argument types."""
+        sig: dict[str, str] = {}
+        names = kernel_parameters(self.program, launch.spec)
+        types = [f"*{SIGNATURE_TYPES[a.dtype]}" for a in self.program.arrays]
+        types += [f"*{SIGNATURE_TYPES[s.dtype]}" for s in self.program.scalars]
+        types += ["i32"] * (len(names) - len(types))
+        for n, t in zip(names, types):
+            sig[n] = t
+        return sig
+
+    def asm(self, arch: str = "sm_90") -> str:
+        """Compile every kernel ahead of time for ``arch`` (``sm_80``, ``sm_90``, ``gfx90a``, ``gfx942``,
+        ``gfx1100``) without a GPU; return the PTX (NVIDIA) or AMDGCN (AMD) text of all kernels."""
+        if arch not in ARCHS:
+            raise UnsupportedError(f"unknown architecture {arch!r}; known: {', '.join(ARCHS)}")
+        if arch not in self._asm:
+            import triton
+            from triton.compiler import ASTSource
+            target = ARCHS[arch]
+            module = load_module(self.source, "jit")
+            texts = []
+            for launch in self.launches:
+                fn = getattr(module, launch.spec.name)
+                src = ASTSource(fn=fn, signature=self.signature(launch), constexprs={})
+                options = {"num_warps": self.model.num_warps, "num_stages": self.model.num_stages,
+                           "enable_fp_fusion": False}
+                if target.backend == "hip":
+                    options["waves_per_eu"] = 0
+                try:
+                    compiled = triton.compile(src, target=target.triton_target(), options=options)
+                except Exception as exc:
+                    raise CompilationError(f"{self.program.name}: Triton could not compile kernel "
+                                           f"{launch.spec.name} for {arch}: {exc}") from exc
+                key = "ptx" if target.backend == "cuda" else "amdgcn"
+                texts.append(f"// kernel {launch.spec.name} for {arch}\n{compiled.asm[key]}")
+            self._asm[arch] = "\n".join(texts)
+        return self._asm[arch]
+
+    def explain(self) -> str:
+        """A readable report: schedule, launches (grid loops, blocks), decisions."""
+        from ..cpu_codegen.kernel import schedule_table
+        p = self.program
+        lines = [f"program {p.name} [{', '.join(p.params)}], target {self.target} (model: {self.arch.name})",
+                 "", "statements:"]
+        lines += [f"  {st.name}: {st.text()}" for st in p.statements]
+        lines += ["", f"schedule ({self._schedule.origin}):", f"  {self._schedule.map}"]
+        lines += [""] + schedule_table(self._schedule, [st.name for st in p.statements])
+        lines += ["", "kernels:"]
+        for launch in self.launches:
+            spec = launch.spec
+            if spec.chain:
+                grid = ", ".join(c.var for c in spec.chain)
+                lines.append(f"  {spec.name}: grid loops ({grid}), blocks {spec.vector or '-'}, "
+                             f"host loops {', '.join(spec.host_counters) or '-'}")
+            else:
+                lines.append(f"  {spec.name}: one program, host loops {', '.join(spec.host_counters) or '-'}")
+        lines += ["", f"launch model: {self.model}", "", "decisions:"] + [f"  - {d}" for d in self._decisions]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<polytri.TritonKernel {self.program.name!r} target={self.target!r}>"

@@ -1,0 +1,395 @@
+"""Device code: the body of one Triton kernel, printed from a piece of the loop AST.
+
+A kernel runs one *launch* of the host plan (see :mod:`.host`).  Its grid loops are parallel loops: the
+outer ones give one program per iteration, the innermost one or two are strip-mined into blocks of
+lanes (``tl.arange``), each lane one iteration.  Running the iterations of a parallel loop in lockstep
+is legal because no dependence is carried between them.  Everything below the grid loops runs inside
+each program: loops as ``for`` loops over scalars, guards that depend on a block dimension as masks,
+other guards as ``if``.  A mask (``pt__m<k>``) is always a full block; loads and stores take it, so a
+lane outside the iteration domain touches no memory.  Reduction loops become chunked ``tl.sum`` /
+``tl.max`` / ``tl.min`` and contractions ``tl.dot`` (see :mod:`.reduction`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..dtypes import BOOL, DType
+from ..errors import UnsupportedError
+from ..ir.expr import Access, Binary, Expr, Var
+from ..ir.program import Program
+from ..ir.types import Typer
+from ..loop_ast import Block, For, If, Node, Run, walk
+from .reduction import Contraction, Reduction, find_contraction, find_reduction
+from .target import LaunchModel
+from .texpr import TL_TYPES, TritonExprPrinter, array_offset, index_text, iter_names, substitute, user
+
+#: Row and column broadcasting of a counter (or mask) in a block of rank 1, 2 and 3.
+_AXIS = {(1, 0): "", (2, 0): "[:, None]", (2, 1): "[None, :]",
+         (3, 0): "[:, None, None]", (3, 1): "[None, :, None]", (3, 2): "[None, None, :]"}
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One kernel of the host plan."""
+
+    name: str
+    """Python name of the kernel function."""
+    chain: tuple[For, ...]
+    """Grid loops, outermost first (empty: a single program)."""
+    vector: tuple[int, ...]
+    """Block side of each of the innermost ``len(vector)`` grid loops (0, 1 or 2 of them)."""
+    body: Node
+    """What each program runs (inside the grid loops)."""
+    host_counters: tuple[str, ...]
+    """Counters of the host loops enclosing the launch, passed as arguments."""
+    flattened: tuple[int, ...] = ()
+    """Indices in ``chain`` of the loops folded into grid axis 2 (more than three grid loops)."""
+
+
+@dataclass
+class _Ctx:
+    """What the printer knows at a point of the kernel body."""
+
+    mask: str | None
+    """The current mask (full block), or ``None`` in a single-program kernel."""
+    names: dict[str, str] = field(default_factory=dict)
+    """Text of each counter in scope."""
+
+
+def _upper_exclusive(cond: Expr, var: str) -> Expr:
+    """``u`` such that ``cond`` reads ``var < u`` (isl writes ``var <= e`` or ``var < e``)."""
+    if isinstance(cond, Binary) and isinstance(cond.lhs, Var) and cond.lhs.name == var:
+        if cond.op == "<=":
+            from ..ir.expr import Const
+            return Binary("+", cond.rhs, Const(1))
+        if cond.op == "<":
+            return cond.rhs
+    raise UnsupportedError(f"loop condition {cond} is not a bound on {var}")
+
+
+def _loop_range(loop: For) -> tuple[Expr, Expr]:
+    return loop.lower, _upper_exclusive(loop.cond, loop.var)
+
+
+class KernelPrinter:
+    """Prints one kernel of a program; :meth:`source` returns the function text."""
+
+    def __init__(self, program: Program, spec: KernelSpec, typer: Typer, model: LaunchModel, *,
+                 bf16_as_f32: bool, fp32_dot: str):
+        self.p = program
+        self.spec = spec
+        self.t = typer
+        self.model = model
+        self.bf16 = bf16_as_f32
+        self.fp32_dot = fp32_dot
+        self.lines: list[str] = []
+        self.n = 0
+        self.rank = len(spec.vector)
+        self.vec_axis: dict[str, int] = {
+            loop.var: i for i, loop in enumerate(spec.chain[len(spec.chain) - self.rank:])}
+        self.shape = tuple(spec.vector)
+        written_then_read = {st.target.array for st in program.statements}
+        self.read_arrays = {a.array for st in program.statements for a in st.reads} & written_then_read
+
+    # --- helpers ----------------------------------------------------------------------------------
+    def fresh(self, stem: str) -> str:
+        self.n += 1
+        return f"pt__{stem}{self.n}"
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+    def emit_mask(self, depth: int, name: str, conjunction: str) -> None:
+        """``name = conjunction``, as a boolean block: Triton 3.9's interpreter turns ``block & scalar``
+        of booleans into int32, which ``tl.load`` rejects as a mask; ``!= 0`` makes it boolean again."""
+        self.emit(depth, f"{name} = ({conjunction}) != 0")
+
+    def vector_in(self, e: Expr) -> set[str]:
+        return iter_names(e) & set(self.vec_axis)
+
+    def printer(self, ctx: _Ctx, mask: str | None, names: dict[str, str] | None = None,
+                zero: str = "pt__zero") -> TritonExprPrinter:
+        names = ctx.names if names is None else names
+
+        def load(acc: Access) -> str:
+            ptr = self.pointer(acc, names, zero)
+            return f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.load({ptr})"
+        return TritonExprPrinter(self.t, load, names, bf16_as_f32=self.bf16)
+
+    def pointer(self, acc: Access, names: dict[str, str], zero: str | None = "pt__zero") -> str:
+        """Address(es) of ``acc``; ``+ zero`` makes a full block of pointers, to match the mask."""
+        arr = self.p.array(acc.array)
+        ptr = f"{user(acc.array)} + {array_offset(acc, arr.shape, names)}"
+        if zero and (self.rank or zero != "pt__zero") and (zero != "pt__zero" or self.vector_in(acc) != set(self.vec_axis)):
+            ptr += f" + {zero}"
+        return ptr
+
+    def dtype(self, name: str) -> DType:
+        from .. import dtypes
+        return dtypes.dtype(self.p.array(name).dtype)
+
+    # --- kernel -----------------------------------------------------------------------------------
+    def source(self) -> str:
+        spec = self.spec
+        self.emit(0, f"def {spec.name}({', '.join(kernel_parameters(self.p, spec))}):")
+        for s in self.p.scalars:
+            self.emit(1, f"{user(s.name)} = tl.load(pt__s_{s.name})")
+        # integer arguments as int32 values, not Python ints (the interpreter passes them as such, and a
+        # comparison of two Python ints would be a Python bool, which does not combine with a mask)
+        ints = [user(p) for p in self.p.params] + list(spec.host_counters)
+        ints += [f"pt__lo{loop.dim}" for loop in spec.chain] + [f"pt__n{spec.chain[i].dim}" for i in spec.flattened]
+        for name in ints:
+            self.emit(1, f"{name} = {name} + tl.zeros((), tl.int32)")
+        ctx = _Ctx(mask=None, names={})
+        depth = self.grid(ctx)
+        self.node(spec.body, depth, ctx)
+        return "\n".join(self.lines) + "\n"
+
+    def grid(self, ctx: _Ctx) -> int:
+        """Counters of the grid loops, their guards, the initial mask; returns the body's depth."""
+        spec, depth = self.spec, 1
+        chain = list(spec.chain)
+        axis_of = {}
+        unflat = [i for i in range(len(chain)) if i not in spec.flattened]
+        for a, i in enumerate(reversed(unflat)):
+            axis_of[i] = a
+        if spec.flattened:
+            self.emit(depth, "pt__pid = tl.program_id(2)")
+            for i in reversed(spec.flattened):
+                d = chain[i].dim
+                self.emit(depth, f"pt__p{d} = pt__pid % pt__n{d}")
+                self.emit(depth, f"pt__pid = pt__pid // pt__n{d}")
+        conds: list[str] = []
+        for i, loop in enumerate(chain):
+            pid = f"pt__p{loop.dim}" if i in spec.flattened else f"tl.program_id({axis_of[i]})"
+            if loop.var in self.vec_axis:
+                ax = self.vec_axis[loop.var]
+                side = spec.vector[ax]
+                self.emit(depth, f"{loop.var} = pt__lo{loop.dim} + {pid} * {side} + "
+                                 f"tl.arange(0, {side}){_AXIS[(self.rank, ax)]}")
+                conds.append(self.loop_guard(loop, ctx.names))
+                ctx.names[loop.var] = loop.var
+            else:
+                self.emit(depth, f"{loop.var} = pt__lo{loop.dim} + {pid}")
+                ctx.names[loop.var] = loop.var
+                self.emit(depth, f"if {self.loop_guard(loop, ctx.names)}:")
+                depth += 1
+        if self.rank:
+            shape = ", ".join(map(str, self.shape))
+            self.emit(depth, f"pt__zero = tl.zeros(({shape},), tl.int32)")
+            ctx.mask = self.fresh("m")
+            self.emit_mask(depth, ctx.mask, " & ".join(["(pt__zero == 0)"] + conds))
+        return depth
+
+    def loop_guard(self, loop: For, names: dict[str, str]) -> str:
+        lo, hi = _loop_range(loop)
+        c = names.get(loop.var, loop.var)
+        text = f"({c} >= {index_text(lo, names)}) & ({c} < {index_text(hi, names)})"
+        if loop.step != 1:
+            text += f" & (pt__mod({c} - {index_text(lo, names)}, {loop.step}) == 0)"
+        return text
+
+    # --- body ---------------------------------------------------------------------------------------
+    def node(self, n: Node, depth: int, ctx: _Ctx) -> None:
+        if isinstance(n, Block):
+            for c in n.body:
+                self.node(c, depth, ctx)
+        elif isinstance(n, If):
+            self.guard(n, depth, ctx)
+        elif isinstance(n, For):
+            self.loop(n, depth, ctx)
+        elif isinstance(n, Run):
+            self.run(n, depth, ctx)
+        else:
+            raise TypeError(n)
+
+    def guard(self, n: If, depth: int, ctx: _Ctx) -> None:
+        cond = index_text(n.cond, ctx.names)
+        if not self.vector_in(n.cond):
+            self.emit(depth, f"if {cond}:")
+            self.node(n.then, depth + 1, ctx)
+            if n.orelse is not None:
+                self.emit(depth, "else:")
+                self.node(n.orelse, depth + 1, ctx)
+            return
+        m = self.fresh("m")
+        self.emit_mask(depth, m, f"{ctx.mask} & {cond}")
+        self.node(n.then, depth, _Ctx(m, ctx.names))
+        if n.orelse is not None:
+            m2 = self.fresh("m")
+            self.emit_mask(depth, m2, f"{ctx.mask} & ~{m}")
+            self.node(n.orelse, depth, _Ctx(m2, ctx.names))
+
+    def scalar_bound(self, e: Expr, names: dict[str, str], reduce: str, depth: int) -> str:
+        """A scalar bound of a loop: ``e`` itself, or its min / max over the block's lanes."""
+        text = index_text(e, names)
+        if not self.vector_in(e):
+            return text
+        v = self.fresh("b")
+        self.emit(depth, f"{v} = tl.{reduce}({text}, axis=None)")
+        return v
+
+    def loop(self, n: For, depth: int, ctx: _Ctx) -> None:
+        red = find_reduction(n, self.p) if n.innermost else None
+        if red is not None:
+            if self.rank == 2:
+                rows, cols = sorted(self.vec_axis, key=self.vec_axis.__getitem__)
+                con = find_contraction(red, self.t, rows, cols)
+                if con is not None:
+                    self.contraction(con, rows, cols, depth, ctx)
+                    return
+            self.reduction(red, depth, ctx)
+            return
+        lo, hi = _loop_range(n)
+        lo_t = self.scalar_bound(lo, ctx.names, "min", depth)
+        hi_t = self.scalar_bound(hi, ctx.names, "max", depth)
+        self.emit(depth, f"for {n.var} in range({lo_t}, {hi_t}, {n.step}):")
+        names = dict(ctx.names)
+        names[n.var] = n.var
+        inner = _Ctx(ctx.mask, names)
+        if self.vector_in(lo) or self.vector_in(hi):
+            inner.mask = self.fresh("m")
+            self.emit_mask(depth + 1, inner.mask, f"{ctx.mask} & {self.loop_guard(n, names)}")
+        self.node(n.body, depth + 1, inner)
+
+    def store(self, depth: int, target: Access, value: str, mask: str | None, names: dict[str, str]) -> None:
+        ptr = self.pointer(target, names)
+        self.emit(depth, f"tl.store({ptr}, {value}, mask={mask})" if mask else f"tl.store({ptr}, {value})")
+        if target.array in self.read_arrays and self.rank:
+            # another lane (thread) may read this element next: make the store visible to the program
+            self.emit(depth, "tl.debug_barrier()")
+
+    def run(self, n: Run, depth: int, ctx: _Ctx) -> None:
+        st = self.p.statement(n.statement)
+        env = dict(zip(st.iterators, n.args))
+        target = substitute(st.target, env)
+        value = substitute(st.value, env)
+        assert isinstance(target, Access)
+        self.emit(depth, f"# {st.name}: {st.text()}")
+        text = self.printer(ctx, ctx.mask).conv(value, self.dtype(target.array))
+        self.store(depth, target, text, ctx.mask, ctx.names)
+
+    # --- reductions --------------------------------------------------------------------------------
+    def _identity(self, op: str, d: DType) -> str:
+        if op in ("+", "-"):
+            return "0"
+        if d.kind == "f":
+            return 'float("-inf")' if op == "max" else 'float("inf")'
+        lim = 2 ** (d.bits - 1)
+        return str(-lim if op == "max" else lim - 1)
+
+    def _combine(self, op: str, a: str, b: str) -> str:
+        return {"+": f"{a} + {b}", "-": f"{a} + {b}", "max": f"tl.maximum({a}, {b})",
+                "min": f"tl.minimum({a}, {b})"}[op]
+
+    def reduction(self, red: Reduction, depth: int, ctx: _Ctx) -> None:
+        """``T op= f`` over a loop: chunks of ``reduce_block`` iterations reduced along a new axis."""
+        loop, r = red.loop, self.rank
+        d = self.t(red.value).dtype
+        if d is BOOL:
+            raise UnsupportedError("boolean reductions")
+        lo, hi = _loop_range(loop)
+        rb = self.model.reduce_block
+        lo_t = self.scalar_bound(lo, ctx.names, "min", depth)
+        hi_t = self.scalar_bound(hi, ctx.names, "max", depth)
+        tl_d = TritonExprPrinter(self.t, str, {}, bf16_as_f32=self.bf16).tl_type(d)
+        acc, kb = self.fresh("acc"), self.fresh("k")
+        shape = f"({', '.join(map(str, self.shape))},)" if r else "()"
+        self.emit(depth, f"# {red.statement.name}: {red.statement.text()}  (reduction over {loop.var})")
+        self.emit(depth, f"{acc} = tl.full({shape}, {self._identity(red.op, d)}, {tl_d})")
+        self.emit(depth, f"for {kb} in range({lo_t}, {hi_t}, {rb}):")
+        widen = f"[{', '.join([':'] * r)}, None]" if r else ""
+        names = {**ctx.names, **{c: f"{c}{widen}" for c in self.vec_axis}}
+        kk, zero = self.fresh("kk"), self.fresh("zero")
+        names[loop.var] = kk
+        self.emit(depth + 1, f"{kk} = {kb} + tl.arange(0, {rb}){_AXIS[(r + 1, r)] if r else ''}")
+        self.emit(depth + 1, f"{zero} = tl.zeros(({', '.join(map(str, self.shape + (rb,)))},), tl.int32)")
+        mk = self.fresh("m")
+        guard = self.loop_guard(loop, names)
+        self.emit_mask(depth + 1, mk, f"{ctx.mask}{widen} & {guard}" if ctx.mask else f"({zero} == 0) & {guard}")
+        term = self.printer(ctx, mk, names, zero=zero).conv(red.term, d)
+        part = f"tl.{'sum' if red.op in ('+', '-') else red.op}(tl.where({mk}, {term}, " \
+               f"{self._identity(red.op, d)}), axis={r})"
+        self.emit(depth + 1, f"{acc} = {self._combine(red.op, acc, part)}")
+        self.finish(red, acc, d, lo, hi, depth, ctx)
+
+    def finish(self, red: Reduction, acc: str, d: DType, lo: Expr, hi: Expr, depth: int, ctx: _Ctx) -> None:
+        """``T = T op acc`` for the lanes whose loop ran at least once."""
+        ran = f"({index_text(lo, ctx.names)} < {index_text(hi, ctx.names)})"
+        if ctx.mask is None:
+            self.emit(depth, f"if {ran}:")
+            depth += 1
+            mask = None
+        else:
+            mask = self.fresh("m")
+            self.emit_mask(depth, mask, f"{ctx.mask} & {ran}")
+        pr = self.printer(ctx, mask)
+        old = pr.conv(red.target, d)
+        new = {"+": f"({old} + {acc})", "-": f"({old} - {acc})", "max": f"tl.maximum({old}, {acc})",
+               "min": f"tl.minimum({old}, {acc})"}[red.op]
+        new = pr.rnd(d, new)
+        self.store(depth, red.target, pr.cast(new, d, self.dtype(red.target.array)), mask, ctx.names)
+
+    def contraction(self, con: Contraction, rows: str, cols: str, depth: int, ctx: _Ctx) -> None:
+        """``C[a, b] += s * X[a, k] * Y[k, b]``: ``tl.dot`` of (rows x K) and (K x cols) tiles."""
+        red, loop = con.reduction, con.reduction.loop
+        d = self.t(red.value).dtype
+        lo, hi = _loop_range(loop)
+        bk = self.model.dot_block[2]
+        b0, b1 = self.shape
+        pr = TritonExprPrinter(self.t, str, {}, bf16_as_f32=self.bf16)
+        acc_t, op_t = TL_TYPES[con.accumulator.name], pr.tl_type(con.operand)
+        self.emit(depth, f"# {red.statement.name}: {red.statement.text()}  (contraction over {loop.var}: tl.dot)")
+        rv, cv = self.fresh("rows"), self.fresh("cols")
+        self.emit(depth, f"{rv} = tl.max({ctx.mask}.to(tl.int32), axis=1)[:, None] > 0")
+        self.emit(depth, f"{cv} = tl.max({ctx.mask}.to(tl.int32), axis=0)[None, :] > 0")
+        lo_t = self.scalar_bound(lo, ctx.names, "min", depth)
+        hi_t = self.scalar_bound(hi, ctx.names, "max", depth)
+        acc, kb = self.fresh("acc"), self.fresh("k")
+        self.emit(depth, f"{acc} = tl.zeros(({b0}, {b1}), {acc_t})")
+        self.emit(depth, f"for {kb} in range({lo_t}, {hi_t}, {bk}):")
+        kx, ky = self.fresh("kx"), self.fresh("ky")
+        self.emit(depth + 1, f"{kx} = {kb} + tl.arange(0, {bk})[None, :]")
+        self.emit(depth + 1, f"{ky} = {kb} + tl.arange(0, {bk})[:, None]")
+        tiles = []
+        for operand, kname, valid in ((con.x, kx, rv), (con.y, ky, cv)):
+            names = {**ctx.names, loop.var: kname}
+            ptr = self.pointer(operand, names, zero=None)
+            tile = self.fresh("t")
+            tmask = self.fresh("m")
+            self.emit_mask(depth + 1, tmask, f"{valid} & {self.loop_guard(loop, names)}")
+            self.emit(depth + 1, f"{tile} = tl.load({ptr}, mask={tmask}, other=0)")
+            tiles.append(tile if pr.tl_type(self.dtype(operand.array)) == op_t else f"{tile}.to({op_t})")
+        precision = f", input_precision=\"{self.fp32_dot}\"" if con.operand.kind == "f" and con.operand.bits >= 32 else ""
+        self.emit(depth + 1, f"{acc} = tl.dot({tiles[0]}, {tiles[1]}, {acc}, out_dtype={acc_t}{precision})")
+        term_t = self.t(red.term).dtype
+        total = pr.cast(acc, con.accumulator, term_t)
+        for s in con.scale:
+            total = pr.rnd(term_t, f"({total} * {self.printer(ctx, ctx.mask).conv(s, term_t)})")
+        out = self.fresh("dot")
+        self.emit(depth, f"{out} = {pr.cast(total, term_t, d)}")
+        self.finish(red, out, d, lo, hi, depth, ctx)
+
+
+def kernel_parameters(program: Program, spec: KernelSpec) -> list[str]:
+    """Arguments of a kernel, in order: arrays, scalars (1-element arrays), parameters, host counters,
+    the lowest value of each grid loop, and the trip counts of flattened grid loops."""
+    out = [user(a.name) for a in program.arrays]
+    out += [f"pt__s_{s.name}" for s in program.scalars]
+    out += [user(p) for p in program.params]
+    out += list(spec.host_counters)
+    out += [f"pt__lo{loop.dim}" for loop in spec.chain]
+    out += [f"pt__n{spec.chain[i].dim}" for i in spec.flattened]
+    return out
+
+
+def contains_contraction(body: Node, program: Program, typer: Typer, rows: str, cols: str) -> int | None:
+    """Element size of the ``tl.dot`` operands of the first contraction in ``body``, or ``None``."""
+    for n in walk(body):
+        if isinstance(n, For) and n.innermost:
+            red = find_reduction(n, program)
+            con = find_contraction(red, typer, rows, cols) if red else None
+            if con is not None:
+                return con.operand.itemsize
+    return None

@@ -1,0 +1,153 @@
+"""The generated Python module: helpers, kernels and the host function, written to the cache and loaded.
+
+One source is loaded in two ways.  For GPUs and ahead-of-time compilation every kernel and helper is
+wrapped in ``triton.runtime.jit.JITFunction``; for CPU tensors in Triton's interpreter.  The interpreter
+normally requires ``TRITON_INTERPRET=1`` before triton is imported, because it makes triton's own
+``@jit`` library functions (``tl.zeros``, ``tl.sum``, ...) interpretable at import time; polytri instead
+swaps those functions for interpreted ones only while an interpreted kernel runs
+(:func:`interpreter_scope`), so one process can interpret kernels and compile them for real GPUs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import logging
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+from ..cpu_codegen.build import cache_dir
+from ..ir.program import Program
+from ..ir.types import program_typer
+from ..loop_ast import Node
+from ..schedule.schedule import Schedule
+from .host import HostPlanner, Launch
+from .kgen import KernelPrinter, contains_contraction
+from .target import LaunchModel
+from .texpr import HELPERS
+
+log = logging.getLogger("polytri.triton")
+
+_HEADER = '''"""polytri: program {name}, target {target}.  Generated code: kernels, then the host function."""
+import triton
+import triton.language as tl
+'''
+
+
+def generate_module(program: Program, ast: Node, schedule: Schedule, model: LaunchModel, *, target: str,
+                    bf16_as_f32: bool, fp32_dot: str) -> tuple[str, list[Launch]]:
+    """The module's source and its launches."""
+    typer = program_typer(program)
+
+    def sides(chain, body) -> tuple[int, ...]:
+        if len(chain) >= 2:
+            if contains_contraction(body, program, typer, chain[-2].var, chain[-1].var):
+                return model.dot_block[:2]
+            return model.block
+        return (model.block[0] * model.block[1],)
+
+    planner = HostPlanner(program, schedule, sides)
+    host = planner.plan(ast)
+    kernels = [KernelPrinter(program, launch.spec, typer, model, bf16_as_f32=bf16_as_f32, fp32_dot=fp32_dot).source()
+               for launch in planner.launches]
+    parts = [_HEADER.format(name=program.name, target=target), HELPERS, *kernels, host]
+    return "\n\n".join(p.strip("\n") + "\n" for p in parts), planner.launches
+
+
+def _write(source: str) -> Path:
+    """The source's file in the cache (a temporary directory when the cache cannot be written)."""
+    key = hashlib.sha256(source.encode()).hexdigest()
+    for folder in (cache_dir() / "triton", Path(tempfile.gettempdir()) / "polytri-triton"):
+        path = folder / f"pt_{key[:32]}.py"
+        try:
+            if path.exists() and path.read_text() == source:
+                return path
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".py.tmp")
+            with os.fdopen(fd, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)
+            return path
+        except OSError as exc:
+            log.warning("cannot write generated Triton source to %s (%s); trying a temporary directory", folder, exc)
+    raise OSError("no writable directory for generated Triton source")
+
+
+def function_names(source: str) -> list[str]:
+    """Top-level device functions of a generated module (everything but the host function)."""
+    return [line[4:line.index("(")] for line in source.splitlines()
+            if line.startswith("def ") and not line.startswith("def pt_host(")]
+
+
+_loaded: dict[tuple[str, str], ModuleType] = {}
+_lock = threading.RLock()
+
+
+def load_module(source: str, mode: str) -> ModuleType:
+    """Load ``source`` with its device functions wrapped for ``mode`` (``jit`` or ``interpret``)."""
+    with _lock:
+        key = (hashlib.sha256(source.encode()).hexdigest(), mode)
+        if key in _loaded:
+            return _loaded[key]
+        path = _write(source)
+        spec = importlib.util.spec_from_file_location(f"polytri_generated_{key[0][:16]}_{mode}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        from triton.runtime.jit import JITFunction
+        wrap = JITFunction if mode == "jit" else _interpreted()
+        for name in function_names(source):
+            setattr(module, name, wrap(getattr(module, name)))
+        _loaded[key] = module
+        return module
+
+
+_interp_class = None
+
+
+def _interpreted():
+    """``InterpretedFunction`` whose nested calls undo their patches of ``triton.language`` (Triton 3.x
+    leaves them in place, which breaks a later ahead-of-time compilation in the same process)."""
+    global _interp_class
+    if _interp_class is None:
+        from triton.runtime.interpreter import InterpretedFunction, _patch_lang
+
+        class Interpreted(InterpretedFunction):
+            def __call__(self, *args, **kwargs):
+                scope = _patch_lang(self.fn)
+                try:
+                    return self.rewrite()(*args, **kwargs)
+                finally:
+                    scope.restore()
+        _interp_class = Interpreted
+    return _interp_class
+
+
+@contextlib.contextmanager
+def interpreter_scope() -> Iterator[None]:
+    """Triton's own ``@jit`` library functions as interpreted functions, for the duration of the block."""
+    import triton.language  # noqa: F401
+    with contextlib.suppress(ImportError):
+        import triton.experimental.gluon.language  # noqa: F401  (imports lazily otherwise, mid-swap)
+    from triton.runtime.jit import JITFunction
+    wrap = _interpreted()
+    saved = []
+    with _lock:
+        for name, mod in list(sys.modules.items()):
+            if mod is None or not name.startswith("triton.language"):
+                continue
+            for attr, value in list(vars(mod).items()):
+                if isinstance(value, JITFunction):
+                    saved.append((mod, attr, value))
+                    setattr(mod, attr, wrap(value.fn))
+        try:
+            yield
+        finally:
+            for mod, attr, value in saved:
+                setattr(mod, attr, value)

@@ -1,0 +1,69 @@
+"""Options of the ``nvgpu`` and ``amdgpu`` targets, and the backend's entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import dtypes
+from ..errors import OptionError
+from ..ir.program import Program
+from ..loop_ast import Node
+from ..schedule.dependences import Dependences
+from ..schedule.pluto import FUSION_POLICIES
+from ..schedule.schedule import Schedule
+from .kernel import TritonKernel
+from .module import generate_module
+from .target import arch_for, launch_model
+
+#: Options of the GPU targets, with their defaults and a description.
+GPU_OPTIONS: dict[str, tuple[Any, str]] = {
+    "schedule": ("auto", "'pluto', 'original', or 'auto' (Pluto unless it has fewer parallel loops)"),
+    "fuse": ("smart", "fusion policy of the scheduler: 'smart', 'max' or 'none'"),
+    "arch": (None, "architecture the launch model targets and asm() defaults to: sm_80, sm_90 (nvgpu, "
+                   "default sm_90); gfx90a, gfx942, gfx1100 (amdgpu, default gfx942)"),
+    "block": (None, "block side of elementwise kernels, a power of two (default: the model's)"),
+    "dot_block": (None, "(M, N, K) tile of tl.dot contractions, powers of two (default: the model's)"),
+    "num_warps": (None, "warps per program (default: the model's)"),
+    "num_stages": (None, "software pipeline stages of tl.dot loops (default: the model's)"),
+    "fp32_dot": ("ieee", "float32 contractions: 'ieee' (exact products, as the reference) or 'tf32' "
+                         "(tensor cores, 10-bit mantissa products)"),
+}
+
+
+def check_gpu_options(target: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Options merged with their defaults; unknown or ill-typed options raise :class:`OptionError`."""
+    opts = dict(options or {})
+    unknown = sorted(set(opts) - set(GPU_OPTIONS))
+    if unknown:
+        raise OptionError(f"unknown option(s) {', '.join(map(repr, unknown))} for target {target!r}; known: "
+                          f"{', '.join(GPU_OPTIONS)}")
+    merged = {k: opts.get(k, default) for k, (default, _) in GPU_OPTIONS.items()}
+    if merged["schedule"] not in ("auto", "pluto", "original"):
+        raise OptionError(f"option 'schedule' must be 'auto', 'pluto' or 'original', got {merged['schedule']!r}")
+    if merged["fuse"] not in FUSION_POLICIES:
+        raise OptionError(f"option 'fuse' must be one of {', '.join(FUSION_POLICIES)}, got {merged['fuse']!r}")
+    if merged["fp32_dot"] not in ("ieee", "tf32"):
+        raise OptionError(f"option 'fp32_dot' must be 'ieee' or 'tf32', got {merged['fp32_dot']!r}")
+    arch_for(target, merged["arch"])
+    return merged
+
+
+def compile_gpu(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, *, target: str,
+                opts: dict[str, Any], decisions: list[str]) -> TritonKernel:
+    """Generate the Triton module of a scheduled program."""
+    arch = arch_for(target, opts["arch"])
+    sizes = [dtypes.dtype(a.dtype).itemsize for a in prog.arrays] or [4]
+    dot_bytes = min(sizes)
+    model = launch_model(arch, element_bytes=max(sizes), dot_bytes=dot_bytes, block=opts["block"],
+                         dot_block=tuple(opts["dot_block"]) if opts["dot_block"] is not None else None,
+                         num_warps=opts["num_warps"], num_stages=opts["num_stages"])
+    source, launches = generate_module(prog, ast, schedule, model, target=target, bf16_as_f32=False,
+                                       fp32_dot=opts["fp32_dot"])
+    has_bf16 = any(a.dtype == "bfloat16" for a in prog.arrays) or any(s.dtype == "bfloat16" for s in prog.scalars)
+    interp = generate_module(prog, ast, schedule, model, target=target, bf16_as_f32=True,
+                             fp32_dot=opts["fp32_dot"])[0] if has_bf16 else source
+    decisions.append(f"{len(launches)} kernel launch site(s); model for {arch.name}: blocks {model.block}, "
+                     f"tl.dot tiles {model.dot_block}, {model.num_warps} warps, {model.num_stages} stages")
+    return TritonKernel(prog, schedule, deps, target=target, arch=arch, model=model, source=source,
+                        interpreter_source=interp, launches=launches, options=opts, decisions=decisions)

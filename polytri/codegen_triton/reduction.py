@@ -1,0 +1,149 @@
+"""Reductions and contractions recognized on the scheduled loop tree.
+
+A *reduction loop* is an innermost loop whose body is one statement ``T = T op f`` (``op`` one of
+``+``, ``-``, ``max``, ``min``) where the target ``T`` does not depend on the loop counter and ``f``
+does not read ``T``'s array: the loop's iterations then only combine values of ``f``, which may be
+computed for a whole chunk of the loop at once and combined with ``tl.sum`` / ``tl.max`` / ``tl.min``
+(the order of a floating-point sum changes; nothing else does).
+
+A *contraction* is a sum reduction inside a kernel with two block dimensions ``a`` and ``b`` whose
+``f`` is a product of exactly two factors that depend on the loop counter ``k``, one on ``(a, k)`` and
+one on ``(k, b)``, times factors free of ``k``: ``C[a, b] += s * X[a, k] * Y[k, b]``.  Its sum over a
+chunk of ``k`` is ``tl.dot`` of an ``X`` tile and a ``Y`` tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes
+from ..dtypes import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, DType
+from ..ir.expr import Access, Binary, Call, Cast, Expr, accesses
+from ..ir.program import Program, Statement
+from ..ir.types import Typer
+from ..loop_ast import Block, For, Node, Run
+from .texpr import iter_names, substitute
+
+
+@dataclass(frozen=True, slots=True)
+class Reduction:
+    """``target = target op term`` over the loop ``loop`` (iterators already replaced by counters)."""
+
+    loop: For
+    """The reduced loop."""
+    statement: Statement
+    """The statement it runs."""
+    target: Access
+    """The written element, in loop counters."""
+    op: str
+    """``+``, ``-``, ``max`` or ``min``."""
+    term: Expr
+    """The combined value ``f``, in loop counters."""
+    value: Expr
+    """The whole right-hand side, in loop counters."""
+
+
+@dataclass(frozen=True, slots=True)
+class Contraction:
+    """A sum reduction that ``tl.dot`` computes: ``term = prod(scale) * x * y``."""
+
+    reduction: Reduction
+    """The underlying reduction."""
+    x: Access
+    """Operand depending on the first block dimension and the loop counter (loaded as stored)."""
+    y: Access
+    """Operand depending on the loop counter and the second block dimension."""
+    scale: tuple[Expr, ...]
+    """Factors free of the loop counter."""
+    operand: DType
+    """Element type of both tiles given to ``tl.dot``."""
+    accumulator: DType
+    """Type ``tl.dot`` accumulates in."""
+
+
+def _single_run(n: Node) -> Run | None:
+    if isinstance(n, Run):
+        return n
+    if isinstance(n, Block) and len(n.body) == 1:
+        return _single_run(n.body[0])
+    return None
+
+
+def find_reduction(loop: For, program: Program) -> Reduction | None:
+    """The reduction ``loop`` performs, or ``None``."""
+    run = _single_run(loop.body)
+    if run is None or loop.step != 1:
+        return None
+    st = program.statement(run.statement)
+    env = dict(zip(st.iterators, run.args))
+    target = substitute(st.target, env)
+    value = substitute(st.value, env)
+    if not isinstance(target, Access) or loop.var in iter_names(target):
+        return None
+    found: tuple[str, Expr] | None = None
+    if isinstance(value, Binary) and value.op in ("+", "-"):
+        if value.lhs == target:
+            found = (value.op, value.rhs)
+        elif value.op == "+" and value.rhs == target:
+            found = ("+", value.lhs)
+    elif isinstance(value, Call) and value.func in ("max", "min"):
+        if value.args[0] == target:
+            found = (value.func, value.args[1])
+        elif value.args[1] == target:
+            found = (value.func, value.args[0])
+    if found is None:
+        return None
+    op, term = found
+    if loop.var not in iter_names(term) or any(a.array == target.array for a in accesses(term)):
+        return None
+    return Reduction(loop, st, target, op, term, value)
+
+
+def _factors(e: Expr) -> list[Expr]:
+    if isinstance(e, Binary) and e.op == "*":
+        return _factors(e.lhs) + _factors(e.rhs)
+    return [e]
+
+
+def _operand(e: Expr, typer: Typer) -> tuple[Access, DType] | None:
+    """The array read by a contraction factor and the type ``tl.dot`` takes it in."""
+    if isinstance(e, Access):
+        d = typer(e).dtype
+        # int8 products wrap around in int8: only widened operands (int32(A[i, k])) are exact in tl.dot
+        return (e, d) if d.kind == "f" else None
+    if isinstance(e, Cast) and isinstance(e.operand, Access):
+        src, to = typer(e.operand).dtype, dtypes.dtype(e.dtype)
+        if src is to or (src is INT8 and to is INT32) or (src in (FLOAT16, BFLOAT16) and to is FLOAT32):
+            return e.operand, src  # the widening is exact: tl.dot widens in its accumulator
+    return None
+
+
+def find_contraction(red: Reduction, typer: Typer, a: str, b: str) -> Contraction | None:
+    """``red`` as a contraction over block dimensions ``a`` (rows) and ``b`` (columns), or ``None``."""
+    if red.op not in ("+", "-"):
+        return None
+    k = red.loop.var
+    bounds = iter_names(red.loop.lower) | iter_names(red.loop.cond)
+    if {a, b} <= bounds:
+        return None  # a triangle in both block dimensions: no operand mask can express it
+    factors = _factors(red.term)
+    with_k = [f for f in factors if k in iter_names(f)]
+    scale = tuple(f for f in factors if k not in iter_names(f))
+    if len(with_k) != 2:
+        return None
+    ops = [_operand(f, typer) for f in with_k]
+    if ops[0] is None or ops[1] is None:
+        return None
+    (p, tp), (q, tq) = ops[0], ops[1]
+    if tp is not tq:
+        return None
+    blocks = {a, b}
+    if iter_names(p) & blocks == {b} and iter_names(q) & blocks == {a}:
+        p, q = q, p
+    if not (iter_names(p) & blocks == {a} and iter_names(q) & blocks == {b}
+            and k in iter_names(p) and k in iter_names(q)):
+        return None
+    acc = {FLOAT16: FLOAT32, BFLOAT16: FLOAT32, FLOAT32: FLOAT32, FLOAT64: FLOAT64, INT8: INT32}.get(tp)
+    if acc is None:
+        return None
+    return Contraction(red, p, q, scale, tp, acc)
