@@ -23,12 +23,13 @@ from .frontend import Kernel, bf16, bool_, f16, f32, f64, i8, i32, i64, kernel
 from .ir.builder import ProgramBuilder as Program
 from .reference import reference
 from .schedule.dependences import Dependences, dependences
+from .jit import explain, jit
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentError", "BoundsError", "CompilationError", "Dependences", "NameResolutionError", "NotAffineError",
     "OptionError", "ParseError", "PolytriError", "Program", "ProgramError", "TypeCheckError", "UnsupportedError",
-    "compile", "dependences", "dtypes", "reference",
+    "compile", "dependences", "dtypes", "explain", "jit", "reference",
     "Kernel", "kernel", "f64", "f32", "f16", "bf16", "i8", "i32", "i64", "bool_",
 ]

@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from . import dtypes
-from .errors import ArgumentError
+from .errors import ArgumentError, TypeCheckError
 from .ir.affine import evaluate, linear
 from .ir.printer import expr_to_str
 from .ir.program import Program
+from .ir.verify import check_call_bounds
 from .islutil import fix_params
 from .numerics import CASTS
 
@@ -53,26 +54,86 @@ def _memory_range(x: Any) -> tuple[int, int] | None:
     return lo, hi
 
 
-def _check_array(program: Program, name: str, value: Any, device: str) -> None:
+def _device(x: Any) -> str:
+    """``"cpu"`` for numpy arrays, the tensor's device (``"cuda:0"``...) for torch tensors."""
+    return str(x.device) if is_torch_tensor(x) else "cpu"
+
+
+def _check_devices(program: Program, arrays: dict[str, Any], device: str) -> None:
+    """The cpu target takes CPU data only; a GPU target takes arrays that all live on one device (CPU
+    tensors run in Triton's interpreter)."""
+    if device == "cpu":
+        for name, value in arrays.items():
+            if _device(value) != "cpu":
+                raise ArgumentError(f"{program.name}: array {name!r} is on {_device(value)}; the cpu target "
+                                    f"needs numpy arrays or CPU tensors (move it with .cpu())")
+        return
+    first = next(iter(arrays), None)
+    for name, value in arrays.items():
+        if _device(value) != _device(arrays[first]):
+            raise ArgumentError(f"{program.name}: array {name!r} is on {_device(value)} but array {first!r} is "
+                                f"on {_device(arrays[first])}; all arrays of a call must be on one device")
+
+
+def _check_strides(program: Program, name: str, value: Any) -> None:
+    """Reject layouts in which two elements may share memory (broadcasts, ``as_strided`` overlaps).
+
+    The test is the usual sufficient one: with the dimensions sorted by stride, each stride reaches past
+    the span of the smaller ones.  Other layouts (negative strides, transposes, slices) are accepted and
+    copied in and out by the backends."""
+    if any(n == 0 for n in value.shape):
+        return
+    if is_torch_tensor(value):
+        strides, unit = tuple(value.stride()), 1
+    else:
+        strides, unit = value.strides, value.itemsize
+    dims = sorted((abs(st), n) for st, n in zip(strides, value.shape) if n > 1)
+    if any(st == 0 for st, _ in dims):
+        raise ArgumentError(f"{program.name}: array {name!r} has a dimension of stride 0 (a broadcast or "
+                            f"expanded view, several elements in one place); pass a copy")
+    span = unit
+    for st, n in dims:
+        if st < span:
+            raise ArgumentError(f"{program.name}: array {name!r} has strides {tuple(strides)} for shape "
+                                f"{tuple(value.shape)}: its elements may overlap in memory; pass a copy")
+        span = st * (n - 1) + span
+
+
+def _check_array(program: Program, name: str, value: Any) -> None:
     arr = program.array(name)
     if not (isinstance(value, np.ndarray) or is_torch_tensor(value)):
         raise ArgumentError(f"{program.name}: argument {name!r} must be a numpy array or a torch tensor, "
                             f"got {type(value).__name__}")
-    if is_torch_tensor(value) and device == "cpu" and value.device.type != "cpu":
-        raise ArgumentError(f"{program.name}: array {name!r} is on {value.device}; the cpu target needs CPU tensors")
+    if isinstance(value, np.ma.MaskedArray):
+        raise ArgumentError(f"{program.name}: array {name!r} is a masked array; polytri would ignore its "
+                            f"mask: pass its .data or .filled() values")
     if len(value.shape) != arr.rank:
         raise ArgumentError(f"{program.name}: array {name!r} is declared with rank {arr.rank} but the argument "
                             f"has shape {tuple(value.shape)}")
-    got = dtypes.of_array(value)
+    if isinstance(value, np.ndarray) and value.dtype.byteorder not in "=|":
+        raise ArgumentError(f"{program.name}: array {name!r} has non-native byte order ({value.dtype.str}); "
+                            f"pass x.astype(x.dtype.newbyteorder('='))")
+    try:
+        got = dtypes.of_array(value)
+    except TypeCheckError as exc:
+        raise ArgumentError(f"{program.name}: array {name!r} is declared {arr.dtype}, but: {exc}") from None
     if got.name != arr.dtype:
         raise ArgumentError(f"{program.name}: array {name!r} is declared {arr.dtype} but the argument is {got.name}")
-    if isinstance(value, np.ndarray) and not value.flags.writeable:
-        raise ArgumentError(f"{program.name}: array {name!r} is read-only; polytri runs in place")
-    strides = value.stride() if is_torch_tensor(value) else value.strides
-    empty = any(n == 0 for n in value.shape)
-    if not empty and any(st == 0 and n > 1 for st, n in zip(strides, value.shape)):
-        raise ArgumentError(f"{program.name}: array {name!r} has a dimension of stride 0 (a broadcast or "
-                            f"expanded view, several elements in one place); pass a copy")
+    if isinstance(value, np.ndarray):
+        if not value.flags.writeable:
+            raise ArgumentError(f"{program.name}: array {name!r} is read-only; polytri runs in place")
+        if not value.flags.aligned:
+            raise ArgumentError(f"{program.name}: array {name!r} is not aligned to its element size; pass a "
+                                f"copy (np.array(x))")
+    else:
+        import torch
+        if value.layout != torch.strided:
+            raise ArgumentError(f"{program.name}: array {name!r} has layout {value.layout}; polytri needs a "
+                                f"dense (torch.strided) tensor: pass x.to_dense()")
+        if value.is_neg() or value.is_conj():
+            raise ArgumentError(f"{program.name}: array {name!r} is a lazily negated or conjugated view; "
+                                f"pass x.resolve_neg() / x.resolve_conj()")
+    _check_strides(program, name, value)
 
 
 def _infer_params(program: Program, given: dict[str, int], arrays: dict[str, Any]) -> dict[str, int]:
@@ -102,6 +163,11 @@ def _infer_params(program: Program, given: dict[str, int], arrays: dict[str, Any
     if missing:
         raise ArgumentError(f"{program.name}: cannot infer parameter(s) {', '.join(missing)} from the array "
                             f"shapes; pass them explicitly, e.g. {missing[0]}=...")
+    for p in program.params:
+        if known[p] < 0:
+            how = "" if p in given else " (inferred from the array shapes)"
+            raise ArgumentError(f"{program.name}: parameter {p!r} = {known[p]}{how} is negative; parameters "
+                                f"are sizes")
     for name, d, e in equations:
         want = evaluate(e, known)
         got = _shape(arrays[name])[d]
@@ -120,7 +186,7 @@ def _check_context(program: Program, params: dict[str, int]) -> None:
 
 def _convert_scalar(program: Program, name: str, value: Any) -> Any:
     dt = dtypes.dtype(program.scalar(name).dtype)
-    if is_torch_tensor(value) and value.numel() == 1:
+    if (is_torch_tensor(value) or isinstance(value, np.ndarray)) and value.ndim == 0:
         value = value.item()
     if isinstance(value, np.generic):
         value = value.item()
@@ -154,7 +220,8 @@ def bind(program: Program, kwargs: dict[str, Any], *, device: str = "cpu") -> Bo
         raise ArgumentError(f"{program.name}: missing argument(s) {', '.join(missing)}")
     arrays = {a.name: kwargs[a.name] for a in program.arrays}
     for name, value in arrays.items():
-        _check_array(program, name, value, device)
+        _check_array(program, name, value)
+    _check_devices(program, arrays, device)
     given: dict[str, int] = {}
     for p in program.params:
         if p in kwargs:
@@ -168,6 +235,7 @@ def bind(program: Program, kwargs: dict[str, Any], *, device: str = "cpu") -> Bo
             given[p] = v
     params = _infer_params(program, given, arrays)
     _check_context(program, params)
+    check_call_bounds(program, params)
     ranges = [(n, _memory_range(v)) for n, v in arrays.items()]
     for i, (n1, r1) in enumerate(ranges):
         for n2, r2 in ranges[i + 1:]:

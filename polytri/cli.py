@@ -1,27 +1,67 @@
-"""The ``polytri`` command."""
+"""The ``polytri`` command: ``demo``, ``compile``, ``plot``, ``bench``.
+
+Every error polytri raises on purpose (a :class:`~polytri.errors.PolytriError`) ends the command with
+its message on stderr and exit status 1, without a traceback (``POLYTRI_DEBUG=1`` shows it).
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
+import os
 import sys
 
+from .errors import PolytriError
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="polytri", description="polytri, a polyhedral loop optimizer")
+
+def _verbosity(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help="log progress and decisions on stderr (-vv: debug)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``polytri`` and its sub-commands."""
+    parser = argparse.ArgumentParser(
+        prog="polytri", description="polytri, a polyhedral loop optimizer",
+        epilog="environment: POLYTRI_LOG=debug (named loggers), POLYTRI_DUMP=dir (every compilation stage), "
+               "POLYTRI_DEBUG=1 (tracebacks), POLYTRI_CACHE_DIR, CC; see docs/environment.md")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="log decisions (-vv: debug)")
-    sub = parser.add_subparsers(dest="command")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log progress and decisions on stderr (-vv: debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
     demo = sub.add_parser("demo", help="run the suite's showcase kernels: reference vs compiled C, with timings")
     demo.add_argument("--no-source", action="store_true", help="do not print the generated C")
     demo.add_argument("--quick", action="store_true", help="skip the runs at benchmark sizes")
+    _verbosity(demo)
+
+    from .cli_compile import add_arguments as add_compile_arguments
+    comp = sub.add_parser("compile", help="compile a program from a Python file; print its C, Triton, schedule, "
+                                          "dependences or IR", description=_first_paragraph("cli_compile"))
+    add_compile_arguments(comp)
+    _verbosity(comp)
+
+    from .plot.command import add_arguments as add_plot_arguments
+    plot = sub.add_parser("plot", help="draw the iteration space with dependences and tiles, and the "
+                                       "dependence graph, of a program from a Python file",
+                          description=_first_paragraph("plot.command"))
+    add_plot_arguments(plot)
+    _verbosity(plot)
+
     bench = sub.add_parser("bench", help="CPU benchmarks side by side: naive C, OpenMP, polytri, tiled, "
                                          "numpy/torch, and the machine's measured peaks")
     from .bench import add_arguments as add_bench_arguments
     add_bench_arguments(bench)
-    args = parser.parse_args(argv)
-    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
-    logging.basicConfig(level=level, format="%(name)s: %(message)s")
+    _verbosity(bench)
+    return parser
+
+
+def _first_paragraph(module: str) -> str:
+    import importlib
+    doc = importlib.import_module(f"polytri.{module}").__doc__ or ""
+    return doc.split("\n\n")[0].strip()
+
+
+def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.version:
         from . import __version__
         print(f"polytri {__version__}")
@@ -29,11 +69,32 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from .demo import run_demo
         return run_demo(show_source=not args.no_source, bench=not args.quick)
+    if args.command == "compile":
+        from .cli_compile import run as run_compile
+        return run_compile(args)
+    if args.command == "plot":
+        from .plot.command import run as run_plot
+        return run_plot(args)
     if args.command == "bench":
         from .bench import run as run_bench
         return run_bench(args)
     parser.print_help()
     return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from .logconfig import configure
+    try:
+        configure(args.verbose)
+        return _dispatch(args, parser)
+    except PolytriError as exc:
+        if os.environ.get("POLYTRI_DEBUG", "") not in ("", "0"):
+            raise
+        print(f"polytri: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

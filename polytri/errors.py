@@ -40,6 +40,11 @@ class ArgumentError(PolytriError):
     """A call with missing, unknown or mismatching arguments (shape, dtype, parameter value)."""
 
 
+class ParameterBoundsError(BoundsError, ArgumentError):
+    """A call whose parameter values would make an access leave its array; raised before anything runs
+    (an :class:`ArgumentError` and a :class:`BoundsError`)."""
+
+
 class OptionError(PolytriError):
     """An unknown compile option or an option with a bad value."""
 

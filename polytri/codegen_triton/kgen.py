@@ -221,13 +221,15 @@ class KernelPrinter:
             self.emit_mask(depth, m2, f"{ctx.mask} & ~{m}")
             self.node(n.orelse, depth, _Ctx(m2, ctx.names))
 
-    def scalar_bound(self, e: Expr, names: dict[str, str], reduce: str, depth: int) -> str:
-        """A scalar bound of a loop: ``e`` itself, or its min / max over the block's lanes."""
-        text = index_text(e, names)
+    def scalar_bound(self, e: Expr, ctx: _Ctx, reduce: str, depth: int) -> str:
+        """A scalar bound of a loop: ``e`` itself, or its min / max over the block's active lanes (an
+        empty range when no lane is active)."""
+        text = index_text(e, ctx.names)
         if not self.vector_in(e):
             return text
         v = self.fresh("b")
-        self.emit(depth, f"{v} = tl.{reduce}({text}, axis=None)")
+        none = "2147483647" if reduce == "min" else "-2147483647"
+        self.emit(depth, f"{v} = tl.{reduce}(tl.where({ctx.mask}, {text}, {none}), axis=None)")
         return v
 
     def loop(self, n: For, depth: int, ctx: _Ctx) -> None:
@@ -242,8 +244,8 @@ class KernelPrinter:
             self.reduction(red, depth, ctx)
             return
         lo, hi = _loop_range(n)
-        lo_t = self.scalar_bound(lo, ctx.names, "min", depth)
-        hi_t = self.scalar_bound(hi, ctx.names, "max", depth)
+        lo_t = self.scalar_bound(lo, ctx, "min", depth)
+        hi_t = self.scalar_bound(hi, ctx, "max", depth)
         self.emit(depth, f"for {n.var} in range({lo_t}, {hi_t}, {n.step}):")
         names = dict(ctx.names)
         names[n.var] = n.var
@@ -291,8 +293,8 @@ class KernelPrinter:
             raise UnsupportedError("boolean reductions")
         lo, hi = _loop_range(loop)
         rb = self.model.reduce_block
-        lo_t = self.scalar_bound(lo, ctx.names, "min", depth)
-        hi_t = self.scalar_bound(hi, ctx.names, "max", depth)
+        lo_t = self.scalar_bound(lo, ctx, "min", depth)
+        hi_t = self.scalar_bound(hi, ctx, "max", depth)
         tl_d = TritonExprPrinter(self.t, str, {}, bf16_as_f32=self.bf16).tl_type(d)
         acc, kb = self.fresh("acc"), self.fresh("k")
         shape = f"({', '.join(map(str, self.shape))},)" if r else "()"
@@ -344,8 +346,8 @@ class KernelPrinter:
         rv, cv = self.fresh("rows"), self.fresh("cols")
         self.emit(depth, f"{rv} = tl.max({ctx.mask}.to(tl.int32), axis=1)[:, None] > 0")
         self.emit(depth, f"{cv} = tl.max({ctx.mask}.to(tl.int32), axis=0)[None, :] > 0")
-        lo_t = self.scalar_bound(lo, ctx.names, "min", depth)
-        hi_t = self.scalar_bound(hi, ctx.names, "max", depth)
+        lo_t = self.scalar_bound(lo, ctx, "min", depth)
+        hi_t = self.scalar_bound(hi, ctx, "max", depth)
         acc, kb = self.fresh("acc"), self.fresh("k")
         self.emit(depth, f"{acc} = tl.zeros(({b0}, {b1}), {acc_t})")
         self.emit(depth, f"for {kb} in range({lo_t}, {hi_t}, {bk}):")
@@ -353,12 +355,25 @@ class KernelPrinter:
         self.emit(depth + 1, f"{kx} = {kb} + tl.arange(0, {bk})[None, :]")
         self.emit(depth + 1, f"{ky} = {kb} + tl.arange(0, {bk})[:, None]")
         tiles = []
-        for operand, kname, valid in ((con.x, kx, rv), (con.y, ky, cv)):
+        bound_dims = self.vector_in(lo) | self.vector_in(hi)
+        for operand, kname, valid, other in ((con.x, kx, rv, cols), (con.y, ky, cv, rows)):
             names = {**ctx.names, loop.var: kname}
             ptr = self.pointer(operand, names, zero=None)
             tile = self.fresh("t")
             tmask = self.fresh("m")
-            self.emit_mask(depth + 1, tmask, f"{valid} & {self.loop_guard(loop, names)}")
+            # bounds of k that vary with the other tile's dimension: per row (column) of this tile, the
+            # range of its active lanes, so that every element loaded belongs to a statement instance
+            if other in bound_dims:
+                axis, widen = (1, "[:, None]") if operand is con.x else (0, "[None, :]")
+                lo_r, hi_r = self.fresh("lo"), self.fresh("hi")
+                self.emit(depth + 1, f"{lo_r} = tl.min(tl.where({ctx.mask}, {index_text(lo, ctx.names)}, "
+                                     f"2147483647), axis={axis}){widen}")
+                self.emit(depth + 1, f"{hi_r} = tl.max(tl.where({ctx.mask}, {index_text(hi, ctx.names)}, "
+                                     f"-2147483647), axis={axis}){widen}")
+                guard = f"({kname} >= {lo_r}) & ({kname} < {hi_r})"
+            else:
+                guard = self.loop_guard(loop, names)
+            self.emit_mask(depth + 1, tmask, f"{valid} & {guard}")
             self.emit(depth + 1, f"{tile} = tl.load({ptr}, mask={tmask}, other=0)")
             tiles.append(tile if pr.tl_type(self.dtype(operand.array)) == op_t else f"{tile}.to({op_t})")
         precision = f", input_precision=\"{self.fp32_dot}\"" if con.operand.kind == "f" and con.operand.bits >= 32 else ""

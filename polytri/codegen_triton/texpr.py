@@ -218,7 +218,7 @@ class TritonExprPrinter:
         # math functions: fp32 / fp64 only in Triton; 16-bit values go through fp32 and are rounded back
         wide = d if d.bits >= 32 else dtypes.FLOAT32
         x = self.conv(e.args[0], wide)
-        body = {"exp": "tl.exp({})", "log": "tl.log({})", "sqrt": "tl.sqrt_rn({})", "floor": "tl.floor({})",
+        body = {"exp": "tl.exp({})", "log": "tl.log({})", "sqrt": "tl.sqrt_rn({})" if wide.bits == 32 else "tl.sqrt({})", "floor": "tl.floor({})",
                 "ceil": "tl.ceil({})", "erf": "tl.erf({})", "sigmoid": "pt__sigmoid({})",
                 "tanh": "pt__tanh({})"}[f].format(x)
         return body if wide is d else self.cast(body, wide, d)

@@ -1,20 +1,35 @@
 """Building generated C into a shared library, cached on disk.
 
 The cache lives in ``$POLYTRI_CACHE_DIR`` (default ``~/.cache/polytri``); the key is a hash of the
-source, the compiler's identity and the flags.  A library is written under a temporary name and
-renamed into place, so concurrent builds of the same kernel (pytest-xdist, several processes) never see
-a half-written file.
+source, the compiler's identity and the flags (sanitizer flags included).  Its entries survive damage
+and concurrency:
+
+* every file is written under a temporary name and renamed into place (atomic on POSIX);
+* each library has a ``.sha256`` beside it, written last; an entry whose library is missing, truncated
+  or altered does not match it and is rebuilt;
+* a build holds an exclusive ``flock`` on ``<key>.lock``, so processes compiling the same kernel at the
+  same time build it once, the others wait and then load it;
+* a cache directory that cannot be created or written (read-only, a file in the way) is no failure:
+  the library is built in a private temporary directory of the process instead (with a warning once).
+
+``POLYTRI_SANITIZE=1`` builds with AddressSanitizer and UndefinedBehaviorSanitizer (see
+docs/reliability.md: the Python process needs ``LD_PRELOAD`` of libasan).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import fcntl
 import functools
 import hashlib
 import logging
 import os
 import shlex
+import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import CompilationError
@@ -26,11 +41,28 @@ log = logging.getLogger("polytri.cpu")
 DEFAULT_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-ffp-contract=off",
                  "-std=gnu11")
 
+#: Added by ``POLYTRI_SANITIZE=1``; the first report aborts the process.
+SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
+
+
+def sanitize_flags() -> tuple[str, ...]:
+    """The sanitizer flags when ``POLYTRI_SANITIZE`` is set to a true value, else ``()``."""
+    return SANITIZE_FLAGS if os.environ.get("POLYTRI_SANITIZE", "") not in ("", "0") else ()
+
 
 def cache_dir() -> Path:
     """Root of polytri's on-disk cache."""
     root = os.environ.get("POLYTRI_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "polytri")
     return Path(root)
+
+
+@functools.cache
+def _private_dir() -> Path:
+    """A temporary directory of this process, removed at exit: where libraries go when the cache is
+    unusable."""
+    path = Path(tempfile.mkdtemp(prefix="polytri-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 @functools.cache
@@ -43,31 +75,98 @@ def compiler_identity(cc: str) -> str:
     return out.stdout.splitlines()[0] if out.stdout else cc
 
 
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _atomic_write(path: Path, data: str) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def valid_entry(lib: Path) -> bool:
+    """The library exists and its bytes match the hash written beside it."""
+    digest = lib.with_suffix(".sha256")
+    try:
+        return digest.read_text().strip() == file_digest(lib)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created if needed) for the duration of the block."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _compile(source_path: Path, out: Path, *, cc: str, flags: tuple[str, ...]) -> None:
+    """Run the compiler; the library appears at ``out`` only when it succeeded (through a rename)."""
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    os.close(fd)
+    cmd = [cc, *flags, "-o", tmp, str(source_path), "-lm"]
+    log.info("building %s", shlex.join(cmd))
+    try:
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise CompilationError(f"building generated C failed ({shlex.join(cmd)}): {exc}") from None
+        if proc.returncode != 0:
+            raise CompilationError(f"building generated C failed ({shlex.join(cmd)}):\n{proc.stderr.strip()}\n"
+                                   f"source kept at {source_path}")
+        os.replace(tmp, out)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _build_into(folder: Path, key: str, source: str, *, cc: str, flags: tuple[str, ...]) -> Path:
+    """Find or build library ``key`` in ``folder`` under the entry's lock (``OSError`` if ``folder`` is
+    unusable)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lib = folder / f"{key}.so"
+    with _locked(folder / f"{key}.lock"):
+        if valid_entry(lib):  # another process built it while this one waited
+            return lib
+        if lib.exists():
+            log.warning("polytri cache: %s does not match its hash; rebuilding it", lib)
+        src = folder / f"{key}.c"
+        _atomic_write(src, source)
+        _compile(src, lib, cc=cc, flags=flags)
+        _atomic_write(lib.with_suffix(".sha256"), file_digest(lib) + "\n")
+    return lib
+
+
+_warned_unusable: set[str] = set()
+
+
 def build_library(source: str, *, cc: str, flags: tuple[str, ...]) -> Path:
     """Compile ``source`` into a shared library (or find it in the cache) and return its path."""
+    flags = tuple(flags) + tuple(f for f in sanitize_flags() if f not in flags)
     key = hashlib.sha256("\0".join([source, compiler_identity(cc), *flags]).encode()).hexdigest()
     folder = cache_dir() / "cpu" / key[:2]
     lib = folder / f"{key}.so"
-    if lib.exists():
+    if valid_entry(lib):
         log.debug("cache hit %s", lib)
         return lib
-    folder.mkdir(parents=True, exist_ok=True)
-    src = folder / f"{key}.c"
-    if not src.exists():
-        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".c", delete=False) as f:
-            f.write(source)
-        os.replace(f.name, src)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".so.tmp")
-    os.close(fd)
-    cmd = [cc, *flags, "-o", tmp, str(src), "-lm"]
-    log.info("building %s", shlex.join(cmd))
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            raise CompilationError(f"building generated C failed ({shlex.join(cmd)}):\n{proc.stderr.strip()}\n"
-                                   f"source kept at {src}")
-        os.replace(tmp, lib)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return lib
+        return _build_into(folder, key, source, cc=cc, flags=flags)
+    except OSError as exc:
+        if str(folder) not in _warned_unusable:
+            _warned_unusable.add(str(folder))
+            log.warning("polytri cache %s is not usable (%s); building in a temporary directory", folder, exc)
+    return _build_into(_private_dir(), key, source, cc=cc, flags=flags)

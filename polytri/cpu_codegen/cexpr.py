@@ -21,6 +21,33 @@ _BIN_PREC = {"*": MUL, "/": MUL, "%": MUL, "+": ADD, "-": ADD, "<": REL, "<=": R
 _C_OP = {"and": "&&", "or": "||"}
 
 
+#: Identifiers the C printer emits itself (types, macros, functions of the headers it includes).  The
+#: builder already rejects most of them as names; :func:`cname` renames any that gets through.
+EMITTED_NAMES = frozenset({
+    "bool", "true", "false", "float", "double", "int", "_Float16", "int8_t", "int32_t", "int64_t", "uint16_t",
+    "uint32_t", "INT64_C", "INFINITY", "NAN", "omp_get_max_threads", "memcpy", "isnan", "fabs", "fabsf", "floor",
+    "floorf", "ceil", "ceilf", "exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "erf", "erff",
+    "fmod", "fmodf", "copysign", "copysignf", "restrict", "const", "void", "static", "inline",
+})
+
+
+def cname(name: str) -> str:
+    """The C identifier of a user name (array view, scalar, parameter, iterator).
+
+    Names are valid identifiers (the builder checks), never start with ``_`` or ``pt_``; a name the
+    printer emits itself, or one ending in ``_t`` (POSIX reserves that suffix for types), is renamed
+    ``pt__u_<name>``, which no other user-derived identifier (``pt_<name>`` included) can produce."""
+    if name in EMITTED_NAMES or name.endswith("_t"):
+        return f"pt__u_{name}"
+    return name
+
+
+def comment(text: str) -> str:
+    """A C block comment holding ``text`` (which can neither close it nor open a nested one)."""
+    safe = text.replace("*/", "* /").replace("/*", "/ *").replace("\n", " ")
+    return f"/* {safe} */"
+
+
 @dataclass(frozen=True, slots=True)
 class C:
     """A piece of C expression text and the precedence of its top operator."""
@@ -58,6 +85,8 @@ def c_int(v: int) -> C:
 
 
 def c_float(v: float, d: DType) -> C:
+    if math.isnan(v):
+        return C("NAN" if d.c_compute == "float" else "(double)NAN", PRIMARY if d.c_compute == "float" else UNARY)
     if math.isinf(v):
         return C("INFINITY" if v > 0 else "-INFINITY", PRIMARY if v > 0 else UNARY)
     text = repr(float(v))
@@ -74,20 +103,20 @@ def index_expr(e: Expr) -> C:
     if v is not None:
         return c_int(v)
     if isinstance(e, Var):
-        return C(e.name, PRIMARY)
+        return C(cname(e.name), PRIMARY)
     if isinstance(e, Unary):
         return neg(index_expr(e.operand))
     if isinstance(e, Binary):
         a, b = index_expr(e.lhs), index_expr(e.rhs)
         if e.op == "//":
-            return call("pt_floordiv_i64", a, b)
+            return call("pt__floordiv_i64", a, b)
         if e.op == "%":
-            return call("pt_mod_i64", a, b)
+            return call("pt__mod_i64", a, b)
         return binop(e.op, a, b)
     if isinstance(e, Call):
         args = [index_expr(a) for a in e.args]
         if e.func in ("min", "max"):
-            return call(f"pt_{e.func}_int64_t", *args)
+            return call(f"pt__{e.func}_int64_t", *args)
         if e.func == "where":
             return C(f"{args[0].at(OR)} ? {args[1].at(OR)} : {args[2].at(COND)}", COND)
     raise TypeError(f"not an index expression: {e!r}")
@@ -107,9 +136,9 @@ class CExprPrinter:
     def rnd(self, d: DType, x: C) -> C:
         """Round a ``float`` holding a 16-bit-typed result; identity for other types."""
         if d is FLOAT16:
-            return call("pt_round_f16", x)
+            return call("pt__round_f16", x)
         if d is BFLOAT16:
-            return call("pt_round_bf16", x)
+            return call("pt__round_bf16", x)
         return x
 
     def conv(self, e: Expr, to: DType) -> C:
@@ -135,13 +164,13 @@ class CExprPrinter:
                 return c_int(e.value)
             return c_float(e.value, dtypes.FLOAT64)
         if isinstance(e, Var):
-            return C(e.name, PRIMARY)
+            return C(cname(e.name), PRIMARY)
         if isinstance(e, Access):
             ref = self.array_ref(e)
             if d is FLOAT16:
                 return cast("float", ref)
             if d is BFLOAT16:
-                return call("pt_bf16_to_f32", ref)
+                return call("pt__bf16_to_f32", ref)
             return ref
         if isinstance(e, Cast):
             return self.conv(e.operand, dtypes.dtype(e.dtype))
@@ -166,13 +195,13 @@ class CExprPrinter:
             return binop(e.op, self.conv(e.lhs, od), self.conv(e.rhs, od))
         if e.op == "**":
             n = const_value(e.rhs)
-            return call(f"pt_powi_{d.name}", self.conv(e.lhs, d), c_int(int(n or 0)))
+            return call(f"pt__powi_{d.name}", self.conv(e.lhs, d), c_int(int(n or 0)))
         a, b = self.conv(e.lhs, d), self.conv(e.rhs, d)
         if e.op in ("//", "%"):
             if d.kind == "f":
-                fn = {"//": "pt_floordiv", "%": "pt_mod"}[e.op] + ("_f64" if d.c_compute == "double" else "_f32")
+                fn = {"//": "pt__floordiv", "%": "pt__mod"}[e.op] + ("_f64" if d.c_compute == "double" else "_f32")
                 return self.rnd(d, call(fn, a, b))
-            fn = {"//": "pt_floordiv_i64", "%": "pt_mod_i64"}[e.op]
+            fn = {"//": "pt__floordiv_i64", "%": "pt__mod_i64"}[e.op]
             return self.narrow(d, call(fn, a, b))
         return self.narrow(d, binop(e.op, a, b))
 
@@ -183,15 +212,15 @@ class CExprPrinter:
             a, b = self.conv(e.args[1], d), self.conv(e.args[2], d)
             return C(f"{c.at(OR)} ? {a.at(OR)} : {b.at(COND)}", COND)
         if f in ("min", "max"):
-            return call(f"pt_{f}_{d.c_compute.replace(' ', '_')}", self.conv(e.args[0], d), self.conv(e.args[1], d))
+            return call(f"pt__{f}_{d.c_compute.replace(' ', '_')}", self.conv(e.args[0], d), self.conv(e.args[1], d))
         x = self.conv(e.args[0], d)
         if d.kind != "f":
             if f == "abs":
-                return self.narrow(d, call("pt_abs_i64", x))
+                return self.narrow(d, call("pt__abs_i64", x))
             return x  # floor / ceil of an integer
         suffix = "f" if d.c_compute == "float" else ""
         if f == "sigmoid":
-            return self.rnd(d, call(f"pt_sigmoid_{'f32' if suffix else 'f64'}", x))
+            return self.rnd(d, call(f"pt__sigmoid_{'f32' if suffix else 'f64'}", x))
         name = {"abs": "fabs", "floor": "floor", "ceil": "ceil", "exp": "exp", "log": "log", "sqrt": "sqrt",
                 "tanh": "tanh", "erf": "erf"}[f]
         return self.rnd(d, call(name + suffix, x))

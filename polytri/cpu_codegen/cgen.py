@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import dtypes
-from ..ir.expr import Access, Binary, Var
+from ..ir.expr import Access, Binary, Var, var_names
 from ..ir.program import Program, Statement
 from ..ir.types import program_typer
 from ..loop_ast import Block, For, If, Node, Run
-from .cexpr import C, CExprPrinter, call, index_expr
+from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
 from .prelude import prelude
 
 
@@ -31,7 +31,7 @@ class CodegenOptions:
 def _array_ref(program: Program):
     def ref(acc: Access) -> C:
         idx = "".join(f"[{index_expr(i).text}]" for i in acc.index)
-        return C(f"{acc.array}{idx}", 16)
+        return C(f"{cname(acc.array)}{idx}", 16)
     return ref
 
 
@@ -39,10 +39,17 @@ def _signature(program: Program) -> list[str]:
     args = [f"{dtypes.dtype(a.dtype).c_type} *restrict pt_{a.name}" for a in program.arrays]
     for s in program.scalars:
         d = dtypes.dtype(s.dtype)
-        args.append(f"{'float' if d.kind == 'f' and d.bits <= 32 else d.c_type} {s.name}")
-    args += [f"int64_t {p}" for p in program.params]
-    args.append("int pt_num_threads")
+        args.append(f"{'float' if d.kind == 'f' and d.bits <= 32 else d.c_type} {cname(s.name)}")
+    args += [f"int64_t {cname(p)}" for p in program.params]
+    args.append("int pt__num_threads")
     return args
+
+
+def _unused(program: Program, counters: list[str]) -> list[str]:
+    """``(void)x;`` for every view, scalar, parameter and counter: a function that leaves one unused
+    still compiles with ``-Wall -Wextra -Werror``."""
+    names = [a.name for a in program.arrays] + [s.name for s in program.scalars] + list(program.params) + counters
+    return [f"(void){cname(n)};" for n in names]
 
 
 def _array_views(program: Program) -> list[str]:
@@ -50,10 +57,10 @@ def _array_views(program: Program) -> list[str]:
     for a in program.arrays:
         t = dtypes.dtype(a.dtype).c_type
         if a.rank == 1:
-            lines.append(f"{t} *restrict {a.name} = pt_{a.name};")
+            lines.append(f"{t} *restrict {cname(a.name)} = pt_{a.name};")
         else:
             dims = "".join(f"[{index_expr(e).text}]" for e in a.shape[1:])
-            lines.append(f"{t} (*restrict {a.name}){dims} = ({t} (*){dims})pt_{a.name};")
+            lines.append(f"{t} (*restrict {cname(a.name)}){dims} = ({t} (*){dims})pt_{a.name};")
     return lines
 
 
@@ -106,7 +113,8 @@ class _Printer:
     def plain_loop(self, n: For, depth: int, in_parallel: bool) -> None:
         """The ``for`` statement itself, without pragmas."""
         init, cond = index_expr(n.lower).text, index_expr(n.cond).text
-        self.emit(depth, f"for (int64_t {n.var} = {init}; {cond}; {n.var} += {n.step}) {{")
+        var = cname(n.var)
+        self.emit(depth, f"for (int64_t {var} = {init}; {cond}; {var} += {n.step}) {{")
         self.counters.append(n.var)
         self.node(n.body, depth + 1, in_parallel)
         self.counters.pop()
@@ -122,29 +130,31 @@ class _Printer:
         inner.counters = list(self.counters)
         for line in _array_views(self.p):
             inner.emit(1, line)
-        for v in [*self.p.params, *self.counters]:
-            inner.emit(1, f"(void){v};")
+        for line in _unused(self.p, self.counters):
+            inner.emit(1, line)
         simd = " simd" if self.opts.simd and n.innermost else ""
         inner.emit(1, f"#pragma omp for{simd} schedule(static)")
         inner.plain_loop(n, 1, in_parallel=True)
-        params = _signature(self.p)[:-1] + [f"int64_t {c}" for c in self.counters]
+        params = _signature(self.p)[:-1] + [f"int64_t {cname(c)}" for c in self.counters]
         body = "\n".join(inner.lines)
         self.outlined.append(f"static void {name}({', '.join(params)}) {{\n{body}\n}}\n")
-        args = ([f"pt_{a.name}" for a in self.p.arrays] + [s.name for s in self.p.scalars] + list(self.p.params)
-                + self.counters)
-        self.emit(depth, "#pragma omp parallel num_threads(pt_threads)")
+        args = ([f"pt_{a.name}" for a in self.p.arrays] + [cname(s.name) for s in self.p.scalars]
+                + [cname(p) for p in self.p.params] + [cname(c) for c in self.counters])
+        self.emit(depth, "#pragma omp parallel num_threads(pt__threads)")
         self.emit(depth, f"{name}({', '.join(args)});")
 
     def run(self, st: Statement, n: Run, depth: int) -> None:
-        binds = [f"const int64_t {it} = {index_expr(a).text};" for it, a in zip(st.iterators, n.args)]
+        used = var_names(st.target, "iter") | var_names(st.value, "iter")
+        binds = [f"const int64_t {cname(it)} = {index_expr(a).text};" for it, a in zip(st.iterators, n.args)
+                 if it in used]
         target = dtypes.dtype(self.p.array(st.target.array).dtype)
         value = self.exprs.conv(st.value, target)
         if target is dtypes.BFLOAT16:
-            value = call("pt_f32_to_bf16", value)
+            value = call("pt__f32_to_bf16", value)
         elif target is dtypes.FLOAT16:
             value = C(f"(_Float16){value.at(15)}", 15)
         ref = self.array_ref(st.target).text
-        self.emit(depth, f"{{ /* {st.name}: {st.text()} */")
+        self.emit(depth, f"{{ {comment(f'{st.name}: {st.text()}')}")
         for b in binds:
             self.emit(depth + 1, b)
         self.emit(depth + 1, f"{ref} = {value.text};")
@@ -154,16 +164,16 @@ class _Printer:
 def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOptions) -> str:
     """The complete C source of ``program`` scanned by ``ast``, as function ``function``."""
     pr = _Printer(program, options, function)
-    pr.emit(1, "const int pt_threads = pt_num_threads > 0 ? pt_num_threads : omp_get_max_threads();"
-            if options.openmp else "(void)pt_num_threads;")
+    pr.emit(1, "const int pt__threads = pt__num_threads > 0 ? pt__num_threads : omp_get_max_threads();"
+            " (void)pt__threads;" if options.openmp else "(void)pt__num_threads;")
     for line in _array_views(program):
         pr.emit(1, line)
-    for p in program.params:
-        pr.emit(1, f"(void){p};")
+    for line in _unused(program, []):
+        pr.emit(1, line)
     pr.node(ast, 1, False)
     head = f"void {function}({', '.join(_signature(program))})"
     body = "\n".join(pr.lines)
-    banner = f"/* polytri: program {program.name}, target cpu */\n"
+    banner = comment(f"polytri: program {program.name}, target cpu") + "\n"
     outlined = "\n".join(pr.outlined)
     return f"{banner}{prelude()}\n{outlined}\n{head} {{\n{body}\n}}\n"
 

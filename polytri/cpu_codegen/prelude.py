@@ -15,20 +15,20 @@ HEADER = """\
 
 /* Floor division and modulo with Python's sign rules; division by zero gives 0 (as numpy does) and
    INT64_MIN // -1 wraps around instead of trapping. */
-PT_HELPER int64_t pt_floordiv_i64(int64_t a, int64_t b) {
+PT_HELPER int64_t pt__floordiv_i64(int64_t a, int64_t b) {
   if (b == 0) return 0;
   if (b == -1) return (int64_t)(0 - (uint64_t)a);
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-PT_HELPER int64_t pt_mod_i64(int64_t a, int64_t b) {
+PT_HELPER int64_t pt__mod_i64(int64_t a, int64_t b) {
   if (b == 0 || b == -1) return 0;
   int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 /* Float floor division and modulo as numpy computes them (Python's divmod; a zero divisor gives
    a / b and fmod(a, 0) = NaN). */
-PT_HELPER double pt_floordiv_f64(double a, double b) {
+PT_HELPER double pt__floordiv_f64(double a, double b) {
   if (b == 0) return a / b;
   double mod = fmod(a, b), div = (a - mod) / b;
   if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1.0;
@@ -36,7 +36,7 @@ PT_HELPER double pt_floordiv_f64(double a, double b) {
   double fl = floor(div);
   return (div - fl > 0.5) ? fl + 1.0 : fl;
 }
-PT_HELPER float pt_floordiv_f32(float a, float b) {
+PT_HELPER float pt__floordiv_f32(float a, float b) {
   if (b == 0) return a / b;
   float mod = fmodf(a, b), div = (a - mod) / b;
   if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1.0f;
@@ -44,43 +44,43 @@ PT_HELPER float pt_floordiv_f32(float a, float b) {
   float fl = floorf(div);
   return (div - fl > 0.5f) ? fl + 1.0f : fl;
 }
-PT_HELPER double pt_mod_f64(double a, double b) {
+PT_HELPER double pt__mod_f64(double a, double b) {
   double mod = fmod(a, b);
   if (b == 0) return mod;
   if (mod == 0) return copysign(0.0, b);
   return ((b < 0) != (mod < 0)) ? mod + b : mod;
 }
-PT_HELPER float pt_mod_f32(float a, float b) {
+PT_HELPER float pt__mod_f32(float a, float b) {
   float mod = fmodf(a, b);
   if (b == 0) return mod;
   if (mod == 0) return copysignf(0.0f, b);
   return ((b < 0) != (mod < 0)) ? mod + b : mod;
 }
-PT_HELPER int64_t pt_abs_i64(int64_t a) { return a < 0 ? -a : a; }
+PT_HELPER int64_t pt__abs_i64(int64_t a) { return a < 0 ? -a : a; }
 
 /* 16-bit floats are computed in float and rounded after every operation. */
-PT_HELPER float pt_round_f16(float x) { return (float)(_Float16)x; }
-PT_HELPER float pt_bf16_to_f32(uint16_t b) {
+PT_HELPER float pt__round_f16(float x) { return (float)(_Float16)x; }
+PT_HELPER float pt__bf16_to_f32(uint16_t b) {
   uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f;
 }
-PT_HELPER uint16_t pt_f32_to_bf16(float f) {
+PT_HELPER uint16_t pt__f32_to_bf16(float f) {
   uint32_t u; memcpy(&u, &f, 4);
   if (isnan(f)) return (uint16_t)((u >> 16) | 0x40);
   u += 0x7FFF + ((u >> 16) & 1);
   return (uint16_t)(u >> 16);
 }
-PT_HELPER float pt_round_bf16(float x) { return pt_bf16_to_f32(pt_f32_to_bf16(x)); }
-PT_HELPER float pt_sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
-PT_HELPER double pt_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
+PT_HELPER float pt__round_bf16(float x) { return pt__bf16_to_f32(pt__f32_to_bf16(x)); }
+PT_HELPER float pt__sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
+PT_HELPER double pt__sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
 """
 
 _MINMAX = """\
-PT_HELPER {t} pt_min_{n}({t} a, {t} b) {{ return a < b ? a : b; }}
-PT_HELPER {t} pt_max_{n}({t} a, {t} b) {{ return a > b ? a : b; }}
+PT_HELPER {t} pt__min_{n}({t} a, {t} b) {{ return a < b ? a : b; }}
+PT_HELPER {t} pt__max_{n}({t} a, {t} b) {{ return a > b ? a : b; }}
 """
 
 _POWI = """\
-PT_HELPER {t} pt_powi_{name}({t} x, int64_t n) {{
+PT_HELPER {t} pt__powi_{name}({t} x, int64_t n) {{
   if (n == 0) return ({t})1;
   {t} r = x;
   for (int64_t k = 1; k < (n < 0 ? -n : n); k++) r = {rnd}(r * x);
@@ -94,7 +94,7 @@ def prelude() -> str:
     parts = [HEADER]
     for t in ("bool", "int8_t", "int32_t", "int64_t", "float", "double"):
         parts.append(_MINMAX.format(t=t, n=t))
-    rounding = {"float16": "pt_round_f16", "bfloat16": "pt_round_bf16"}
+    rounding = {"float16": "pt__round_f16", "bfloat16": "pt__round_bf16"}
     for name, t in (("int8", "int8_t"), ("int32", "int32_t"), ("int64", "int64_t"), ("float16", "float"),
                     ("bfloat16", "float"), ("float32", "float"), ("float64", "double")):
         rnd = rounding.get(name, f"({t})")

@@ -1,52 +1,146 @@
 """The verifier: small named checks, separate from the transformations.
 
-``check_bounds``: every access stays inside its array for every parameter value allowed by the
-context.  Generated C has no bounds checks, so this proof is what makes it memory-safe; the reference
-interpreter relies on it too (numpy would wrap negative indices silently).
+``check_bounds``: every access of every statement is compared by isl with its array's extent, for every
+parameter value allowed by the context (parameters are sizes: never negative).  An access that leaves
+its array *whenever its statement runs at all* is a :class:`BoundsError` at compile time.  One that
+leaves it only for some parameter values is recorded as a :class:`BoundsViolation`: the set of those
+values is checked at call time by :func:`polytri.args.bind`, before anything runs.  Generated C has no
+bounds checks, so the two together are what make it memory-safe; the reference interpreter relies on
+them too (numpy would wrap negative indices silently).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import islpy as isl
 
-from ..errors import BoundsError, ProgramError
+from ..errors import BoundsError, ParameterBoundsError, ProgramError
+from ..islutil import fix_params
 from .expr import Access
 from .printer import expr_to_str
-from .program import Program, Statement
+from .program import Program, Statement, params_prefix
 
 
-def _example(s: isl.Set) -> str:
-    pt = s.sample_point()
-    names = []
-    for i in range(pt.get_space().dim(isl.dim_type.param)):
-        names.append(f"{pt.get_space().get_dim_name(isl.dim_type.param, i)}="
-                     f"{pt.get_coordinate_val(isl.dim_type.param, i).to_python()}")
-    return ", ".join(names)
+@dataclass(frozen=True)
+class BoundsViolation:
+    """An access that leaves its array for some (not necessarily all) parameter values."""
+
+    statement: str
+    """Name of the statement (``S0``...)."""
+    text: str
+    """The statement in the expression language."""
+    kind: str
+    """``"read"`` or ``"write"``."""
+    subscript: str
+    """The access as written, e.g. ``A[i + 1]``."""
+    array: str
+    """Name of the accessed array."""
+    shape: str
+    """The array's declared shape, e.g. ``(N, N)``."""
+    params: isl.Set
+    """Parameter values (within the context) for which some instance of the access is out of bounds."""
+    always: bool
+    """The access is out of bounds for every parameter value for which its statement runs."""
+    instances: isl.Map
+    """The out-of-bounds instances: statement instance -> element outside the array."""
+    iterators: tuple[str, ...]
+    """The statement's iterators."""
+
+    def example(self, params: dict[str, int] | None = None) -> str:
+        """One out-of-bounds instance (for the given parameter values), e.g. ``N=1: i=0 reads A[0, 1]``."""
+        bad = self.instances if params is None else fix_params(self.instances, params)
+        return _example(self.iterators, self.array, self.kind, bad)
+
+    def describe(self) -> str:
+        """The culprit: statement, access and array."""
+        return (f"statement {self.statement} ({self.text}): the {self.kind} {self.subscript} is out of bounds "
+                f"of array {self.array!r} of shape {self.shape}")
 
 
-def _check_access(program: Program, st: Statement, acc: Access, kind: str) -> None:
+def analysis_context(program: Program) -> isl.Set:
+    """The parameter values a call may bind: the program's context with every parameter ``>= 0``."""
+    def make() -> isl.Set:
+        if not program.params:
+            return program.context
+        cons = " and ".join(f"{p} >= 0" for p in program.params)
+        nonneg = isl.Set(f"{params_prefix(program.params)}{{ : {cons} }}")
+        return program.context.intersect(nonneg.align_params(program.context.get_space()))
+    return program._memo("analysis_context", make)
+
+
+def _point_text(pt: isl.Point, kind: isl.dim_type) -> list[str]:
+    space = pt.get_space()
+    return [f"{space.get_dim_name(kind, i)}={pt.get_coordinate_val(kind, i).to_python()}"
+            for i in range(space.dim(kind))]
+
+
+def _example(iterators: tuple[str, ...], array: str, kind: str, bad: isl.Map) -> str:
+    """``N=1: i=0 reads A[0, 1]`` for one point of ``bad`` (instance -> out-of-bounds element)."""
+    pt = bad.wrap().sample_point()
+    if pt.is_void():
+        return "?"
+    space = pt.get_space()
+    coords = [pt.get_coordinate_val(isl.dim_type.set, i).to_python() for i in range(space.dim(isl.dim_type.set))]
+    n = len(iterators)
+    its = ", ".join(f"{it}={v}" for it, v in zip(iterators, coords[:n]))
+    params = ", ".join(_point_text(pt, isl.dim_type.param))
+    verb = "reads" if kind == "read" else "writes"
+    where = f"{params}: " if params else ""
+    return f"{where}{its + ' ' if its else ''}{verb} {array}[{', '.join(map(str, coords[n:]))}]"
+
+
+def _violation(program: Program, st: Statement, acc: Access, kind: str) -> BoundsViolation | None:
     arr = program.array(acc.array)
-    touched = st.access_map(acc, program.params).intersect_params(program.context).range()
+    ctx = analysis_context(program)
+    access = st.access_map(acc, program.params).intersect_params(ctx)
     extent = arr.extent_isl(program.params)
-    outside = touched.subtract(extent)
-    if not outside.is_empty():
-        raise BoundsError(
-            f"statement {st.name} ({st.text()}): the {kind} {expr_to_str(acc)} may fall outside array "
-            f"{arr.name!r} of shape ({', '.join(expr_to_str(e) for e in arr.shape)}), for example with "
-            f"{_example(outside) or 'any parameters'}; offending indices: {outside}. "
-            f"Restrict the loop bounds or add an assumption with Program.assume()")
+    bad = access.subtract_range(extent)
+    if bad.is_empty():
+        return None
+    bad_params = bad.domain().params()
+    runs = st.domain.intersect_params(ctx).params()
+    return BoundsViolation(st.name, st.text(), kind, expr_to_str(acc), arr.name,
+                           f"({', '.join(expr_to_str(e) for e in arr.shape)})", bad_params,
+                           runs.is_subset(bad_params), bad, st.iterators)
+
+
+def bounds_violations(program: Program) -> tuple[BoundsViolation, ...]:
+    """Every access that may leave its array, with the parameter values for which it does (memoized)."""
+    def make() -> tuple[BoundsViolation, ...]:
+        check_bounded_domains(program)
+        found = []
+        for st in program.statements:
+            for acc, kind in [(st.target, "write")] + [(a, "read") for a in st.reads]:
+                v = _violation(program, st, acc, kind)
+                if v is not None:
+                    found.append(v)
+        return tuple(found)
+    return program._memo("bounds_violations", make)
 
 
 def check_bounds(program: Program) -> None:
-    """Prove with isl that every access of every statement is in bounds; raise :class:`BoundsError`."""
-    if program._cache.get("bounds_ok"):
-        return
-    check_bounded_domains(program)
-    for st in program.statements:
-        _check_access(program, st, st.target, "write")
-        for acc in st.reads:
-            _check_access(program, st, acc, "read")
-    program._cache["bounds_ok"] = True
+    """Raise :class:`BoundsError` for an access that is out of bounds whenever its statement runs.
+
+    Accesses out of bounds only for some parameter values are left to the call-time check of
+    :func:`polytri.args.bind` (see :func:`bounds_violations`)."""
+    for v in bounds_violations(program):
+        if v.always:
+            raise BoundsError(
+                f"{v.describe()} whenever the statement runs, for example {v.example()}. "
+                f"Restrict the loop bounds, or change the subscript or the array's shape")
+
+
+def check_call_bounds(program: Program, params: dict[str, int]) -> None:
+    """Raise :class:`~polytri.errors.ParameterBoundsError` when ``params`` make an access leave its
+    array (the run-time half of :func:`check_bounds`)."""
+    for v in bounds_violations(program):
+        if not fix_params(v.params, params).is_empty():
+            values = ", ".join(f"{k}={params[k]}" for k in program.params)
+            raise ParameterBoundsError(
+                f"{program.name}: with {values}, {v.describe()}, for example {v.example(params)}; it leaves the "
+                f"array for the parameter values {v.params}. Nothing was run. Pass other sizes, or "
+                f"constrain the parameters with Program.assume()")
 
 
 def check_bounded_domains(program: Program) -> None:

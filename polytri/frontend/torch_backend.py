@@ -1,0 +1,165 @@
+"""The ``polytri`` backend of ``torch.compile``.
+
+Dynamo hands over an FX graph; ``aot_autograd`` lowers it to ATen with the core decompositions (except
+the ops polytri lowers better whole); the ATen graph is planned into polytri programs and eager nodes,
+compiled, and run.  Any failure while compiling a graph falls back to eager for that graph, with a
+warning: results are always those of eager.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from ..errors import OptionError, PolytriError
+from .torch_options import TorchOptions, check_options, default_target
+from .torch_plan import describe_value, fallback_ops, graph_hash, plan_graph
+from .torch_runtime import CompiledGraph, KernelInfo
+
+log = logging.getLogger("polytri.torch")
+
+#: ATen ops kept whole (not decomposed): polytri lowers them better than their decompositions.
+KEEP_WHOLE = ("addmm", "softmax", "log_softmax", "layer_norm", "convolution", "conv2d", "_convolution")
+
+_GRAPH_CACHE: dict[Any, CompiledGraph] = {}
+_LOGGED_FALLBACKS: set[str] = set()
+_RECORDERS: list[list[GraphReport]] = []
+_LOCK = threading.Lock()
+
+
+class GraphReport:
+    """What happened to one ATen graph (collected by :func:`polytri.explain`)."""
+
+    def __init__(self, kernels: list[KernelInfo], fallback_ops: list[str], fusion_groups: list[list[str]],
+                 error: str | None = None, declined: dict[str, str] | None = None):
+        self.kernels = kernels
+        self.fallback_ops = fallback_ops
+        self.fusion_groups = fusion_groups
+        self.error = error
+        """Why the whole graph runs in eager (``None`` when it was compiled)."""
+        self.declined = dict(declined or {})
+
+
+def decompositions() -> dict[Any, Callable[..., Any]]:
+    """Core ATen decompositions minus :data:`KEEP_WHOLE`."""
+    from torch._decomp import core_aten_decompositions
+    table = core_aten_decompositions()
+    return {op: fn for op, fn in table.items()
+            if op.name().split("::")[-1].split(".")[0] not in KEEP_WHOLE}
+
+
+def _record(report: GraphReport) -> None:
+    with _LOCK:
+        for rec in _RECORDERS:
+            rec.append(report)
+
+
+def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any], options: TorchOptions) -> Callable[..., Any]:
+    """Compile an ATen graph; returns ``gm.forward`` (eager) with a warning when anything fails."""
+    devices = [x.device for x in example_inputs if isinstance(x, torch.Tensor)]
+    target = options.target or default_target(devices)
+    consts = tuple(describe_value(getattr(gm, n.target)) + (_digest(getattr(gm, n.target)),)
+                   for n in gm.graph.nodes if n.op == "get_attr" and isinstance(getattr(gm, n.target), torch.Tensor))
+    key = (gm.code, consts, tuple(describe_value(x) for x in example_inputs), target, options.key())
+    if options.cache and key in _GRAPH_CACHE:
+        compiled = _GRAPH_CACHE[key]  # same code and constants: its own graph module is equivalent
+        _report(compiled)
+        return compiled
+    try:
+        plan = plan_graph(gm, options)
+        compiled = CompiledGraph(gm, plan, target, options)
+    except (PolytriError, Exception) as exc:  # noqa: BLE001 - any failure: eager, never a crash
+        if isinstance(exc, OptionError) or os.environ.get("POLYTRI_DEBUG", "") not in ("", "0"):
+            raise
+        warnings.warn(f"polytri: graph {graph_hash(gm)} runs in eager: {type(exc).__name__}: {exc}", stacklevel=2)
+        log.warning("graph %s runs in eager: %s: %s", graph_hash(gm), type(exc).__name__, exc)
+        ops = sorted({str(n.target) for n in gm.graph.nodes if n.op == "call_function"})
+        _record(GraphReport([], ops, [], error=f"{type(exc).__name__}: {exc}"))
+        return gm.forward
+    if options.cache:
+        _GRAPH_CACHE[key] = compiled
+    _report(compiled)
+    return compiled
+
+
+def _digest(t: torch.Tensor) -> str:
+    import hashlib
+    data = t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _report(compiled: CompiledGraph) -> None:
+    ops = fallback_ops(compiled.plan)
+    for op in ops:
+        if op not in _LOGGED_FALLBACKS:
+            _LOGGED_FALLBACKS.add(op)
+            log.info("%s is not lowered by polytri; it runs in eager between polytri kernels", op)
+    groups = [g for s in compiled.plan.segments for g in s.groups]
+    _record(GraphReport(compiled.kernels, ops, groups, declined=compiled.plan.declined))
+
+
+class PolytriBackend:
+    """A ``torch.compile`` backend object (created once per option set, so Dynamo does not recompile)."""
+
+    def __init__(self, options: Mapping[str, Any] | None = None):
+        self.options = check_options(options)
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        from torch._functorch.aot_autograd import aot_module_simplified
+
+        def fw(fx_gm: fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
+            return compile_graph(fx_gm, inputs, self.options)
+        try:
+            return aot_module_simplified(gm, example_inputs, fw_compiler=fw, decompositions=decompositions())
+        except Exception as exc:  # noqa: BLE001 - tracing to ATen failed: this graph runs in eager
+            if isinstance(exc, OptionError) or os.environ.get("POLYTRI_DEBUG", "") not in ("", "0"):
+                raise
+            warnings.warn(f"polytri: graph runs in eager (tracing to ATen failed: {type(exc).__name__}: {exc})",
+                          stacklevel=2)
+            log.warning("graph runs in eager: tracing to ATen failed: %s", exc)
+            _record(GraphReport([], sorted({str(n.target) for n in gm.graph.nodes if n.op == "call_function"}),
+                                [], error=f"{type(exc).__name__}: {exc}"))
+            return gm.forward
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PolytriBackend) and self.options == other.options
+
+    def __hash__(self) -> int:
+        return hash(self.options)
+
+
+_BACKENDS: dict[TorchOptions, PolytriBackend] = {}
+
+
+def backend_for(options: Mapping[str, Any] | None) -> PolytriBackend:
+    """The one backend object of an option set."""
+    opts = check_options(options)
+    with _LOCK:
+        if opts not in _BACKENDS:
+            _BACKENDS[opts] = PolytriBackend(dict(options or {}))
+        return _BACKENDS[opts]
+
+
+def polytri_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], options: Mapping[str, Any] | None = None,
+                    **kwargs: Any) -> Callable[..., Any]:
+    """The function registered as ``torch.compile(..., backend="polytri")``."""
+    if kwargs.get("mode") not in (None, "default"):
+        raise OptionError(f"torch.compile mode {kwargs['mode']!r} is not supported by polytri; use options=")
+    return backend_for(options)(gm, example_inputs)
+
+
+def register() -> None:
+    """Register ``polytri`` with Dynamo (idempotent)."""
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+    if "polytri" not in _COMPILER_FNS:
+        register_backend(polytri_backend, name="polytri")
+
+
+register()

@@ -1,0 +1,62 @@
+"""Kernels of lowered graphs, cached on disk across processes.
+
+``pt.compile`` already keeps built libraries by source hash; this cache also skips the dependence
+analysis and the scheduler: the key is the program's canonical text, the target and the options, the
+value the compiled CPU kernel's parts (isl objects pickle through their text form).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pickle
+import tempfile
+from typing import Any
+
+from ..compiler import compile as pt_compile
+from ..cpu_codegen.build import cache_dir
+from ..cpu_codegen.kernel import CpuKernel
+from ..ir.builder import ProgramBuilder
+
+log = logging.getLogger("polytri.torch")
+
+#: Bumped whenever the pickled layout changes.
+_FORMAT = 1
+
+
+def _key(program: ProgramBuilder, target: str, options: dict[str, Any]) -> str:
+    text = f"{_FORMAT}\n{target}\n{sorted(options.items())!r}\n{program}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def compile_cached(program: ProgramBuilder, target: str, options: dict[str, Any], *, use_disk: bool = True) -> Any:
+    """``pt.compile(program, target, options)``, or the same kernel from the disk cache."""
+    if target != "cpu" or not use_disk:
+        return pt_compile(program, target=target, options=options)
+    key = _key(program, target, options)
+    path = cache_dir() / "torch" / key[:2] / f"{key}.pkl"
+    if path.exists():
+        try:
+            with open(path, "rb") as f:
+                parts = pickle.load(f)
+            if os.path.exists(parts["library"]):
+                log.debug("kernel cache hit %s", path)
+                return CpuKernel(parts["program"], parts["schedule"], parts["deps"], parts["source"],
+                                 parts["library"], parts["function"], parts["options"], parts["decisions"])
+        except Exception as exc:  # a stale or partial entry: compile again
+            log.debug("kernel cache entry %s unusable: %s", path, exc)
+    kernel = pt_compile(program, target=target, options=options)
+    if isinstance(kernel, CpuKernel):
+        parts = {"program": kernel.program, "schedule": kernel.schedule_info, "deps": kernel.dependences,
+                 "source": kernel.source, "library": kernel.library, "function": f"pt_{kernel.program.name}",
+                 "options": kernel.options, "decisions": kernel._decisions}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump(parts, f)
+            os.replace(tmp, path)
+        except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
+            log.debug("kernel not cached on disk: %s", exc)
+    return kernel

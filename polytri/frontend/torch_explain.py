@@ -1,0 +1,72 @@
+"""``pt.explain(fn, *args, compile_options=...)``: what polytri made of a PyTorch function."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .torch_backend import _LOCK, _RECORDERS, GraphReport, PolytriBackend
+from .torch_runtime import KernelInfo
+
+
+@dataclass
+class ExplainReport:
+    """Kernels, eager fallbacks and fusion groups of every graph of one call."""
+
+    kernels: list[KernelInfo] = field(default_factory=list)
+    """Compiled programs: ``.name``, ``.target``, ``.source`` (and ``.program``, ``.nodes``)."""
+    fallback_ops: list[str] = field(default_factory=list)
+    """ATen ops that ran in eager (``aten.sort.default``...)."""
+    fusion_groups: list[list[str]] = field(default_factory=list)
+    """FX nodes computed together in one statement (elementwise chains inlined into their consumer)."""
+    graphs: list[GraphReport] = field(default_factory=list)
+    """The per-graph reports."""
+    errors: list[str] = field(default_factory=list)
+    """Why a graph ran in eager entirely, if one did."""
+    declined: dict[str, str] = field(default_factory=dict)
+    """Nodes with a handler that declined (node name -> reason)."""
+    result: Any = None
+    """What the compiled ``fn`` returned for ``args`` (equal to eager's result)."""
+
+    def __str__(self) -> str:
+        lines = [f"polytri: {len(self.graphs)} graph(s), {len(self.kernels)} kernel(s), "
+                 f"{len(self.fallback_ops)} op(s) in eager"]
+        for k in self.kernels:
+            lines.append(f"  kernel {k.name} (target {k.target}): {len(k.nodes)} node(s): {', '.join(k.nodes)}")
+        if self.fusion_groups:
+            lines.append("fusion groups (one statement each):")
+            lines += [f"  {' + '.join(g)}" for g in self.fusion_groups]
+        lines.append("fallback ops (eager): " + (", ".join(self.fallback_ops) if self.fallback_ops else "none"))
+        for name, why in self.declined.items():
+            lines.append(f"  {name}: {why}")
+        for e in self.errors:
+            lines.append(f"graph in eager: {e}")
+        return "\n".join(lines)
+
+
+def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, Any] | None = None,
+            **kwargs: Any) -> ExplainReport:
+    """Compile ``fn`` for ``args`` with polytri (a fresh compilation) and report what happened."""
+    import torch
+
+    records: list[GraphReport] = []
+    with _LOCK:
+        _RECORDERS.append(records)
+    try:
+        compiled = torch.compile(fn, backend=PolytriBackend(compile_options))
+        result = compiled(*args, **kwargs)
+    finally:
+        with _LOCK:
+            _RECORDERS.remove(records)
+    report = ExplainReport(graphs=records, result=result)
+    for g in records:
+        report.kernels += g.kernels
+        report.fusion_groups += g.fusion_groups
+        report.declined.update(g.declined)
+        for op in g.fallback_ops:
+            if op not in report.fallback_ops:
+                report.fallback_ops.append(op)
+        if g.error:
+            report.errors.append(g.error)
+    return report

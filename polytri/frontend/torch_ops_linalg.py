@@ -1,0 +1,125 @@
+"""Matrix products (mm, bmm, addmm, mv) and 2-D convolution (stride, padding, dilation, groups).
+
+Products are an init statement and a multiply-accumulate statement.  A convolution whose reduction
+(input channels of a group x kernel window) is small and static is written as one statement with the
+window unrolled: no accumulation loop, every output element written once (the separable blur's case).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+from .torch_lower import SegmentLowering, register
+from .torch_values import Index, LoweringError, Val, array_val, broadcast, cast, literal
+
+#: Convolutions with at most this many terms per output element are unrolled into one statement.
+MAX_UNROLLED_TERMS = 32
+
+
+def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, batched: bool) -> Val:
+    shape, out = ctx.out(node)
+    if not out.is_floating_point:
+        raise LoweringError("integer matrix products run in eager")
+    a, b = ctx.readable(a, node.name + "_a"), ctx.readable(b, node.name + "_b")
+    k = a.shape[-1]
+    name = ctx.temp(node.name, shape, out)
+
+    def term(it: Index, r: Index) -> str:
+        lead = it[:-2] if batched else ()
+        x = cast(a.load(lead + (it[-2], r[0])), a.dtype, out)
+        y = cast(b.load(lead + (r[0], it[-1])), b.dtype, out)
+        return f"{x} * {y}"
+    ctx.emit(name, shape, lambda it, r: "0")
+    ctx.emit(name, shape, lambda it, r: term(it, r), op="+=", red=(k,))
+    return array_val(name, shape, out)
+
+
+@register("aten.mm.default", kind="reuse")
+def _mm(ctx: SegmentLowering, node: fx.Node) -> Val:
+    return _product(ctx, node, ctx.val(node.args[0]), ctx.val(node.args[1]), False)
+
+
+@register("aten.bmm.default", kind="reuse")
+def _bmm(ctx: SegmentLowering, node: fx.Node) -> Val:
+    return _product(ctx, node, ctx.val(node.args[0]), ctx.val(node.args[1]), True)
+
+
+@register("aten.mv.default", kind="reuse")
+def _mv(ctx: SegmentLowering, node: fx.Node) -> Val:
+    a, x = ctx.readable(ctx.val(node.args[0]), node.name + "_a"), ctx.readable(ctx.val(node.args[1]), node.name + "_x")
+    shape, out = ctx.out(node)
+    name = ctx.temp(node.name, shape, out)
+    ctx.emit(name, shape, lambda it, r: "0")
+    ctx.emit(name, shape, lambda it, r: f"{cast(a.load((it[0], r[0])), a.dtype, out)} * "
+                                       f"{cast(x.load((r[0],)), x.dtype, out)}", op="+=", red=(a.shape[1],))
+    return array_val(name, shape, out)
+
+
+@register("aten.addmm.default", kind="reuse")
+def _addmm(ctx: SegmentLowering, node: fx.Node) -> Val:
+    bias = ctx.val(node.args[0])
+    prod = _product(ctx, node, ctx.val(node.args[1]), ctx.val(node.args[2]), False)
+    beta, alpha = node.kwargs.get("beta", 1), node.kwargs.get("alpha", 1)
+    shape, out = ctx.out(node)
+    bl = broadcast(bias, shape)
+
+    def load(idx: Index) -> str:
+        p = prod.load(idx) if alpha == 1 else f"{literal(alpha)} * {prod.load(idx)}"
+        c = cast(bl(idx), bias.dtype, out)
+        if beta == 0:
+            return f"({p})"
+        return f"({p} + {c})" if beta == 1 else f"({p} + {literal(beta)} * {c})"
+    return Val(shape, out, load, ops=bias.ops + 1)
+
+
+@register("aten.convolution.default", kind="reuse")
+def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
+    x_node, w_node, b_node, stride, padding, dilation, transposed, _, groups = node.args[:9]
+    if transposed:
+        raise LoweringError("transposed convolutions run in eager")
+    shape, out = ctx.out(node)
+    if len(shape) != 4 or not out.is_floating_point:
+        raise LoweringError("only 2-D floating-point convolutions are lowered")
+    x, w = ctx.val(x_node), ctx.val(w_node)
+    x, w = ctx.readable(x, node.name + "_x"), ctx.readable(w, node.name + "_w")
+    bias = ctx.val(b_node) if isinstance(b_node, fx.Node) else None
+    wmeta = w_node.meta["val"]  # type: ignore[union-attr]
+    cin_g, kh, kw = (int(s) if not isinstance(s, torch.SymInt) else None for s in wmeta.shape[1:])
+    cout = wmeta.shape[0]
+    if cin_g is None or kh is None or kw is None or isinstance(cout, torch.SymInt):
+        raise LoweringError("convolutions with dynamic weight shapes run in eager")
+    g = int(groups)  # type: ignore[arg-type]
+    cout_g = int(cout) // g
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation  # type: ignore[misc]
+    height, width = x.shape[2], x.shape[3]
+
+    def coords(it: Index, ci: str, ky: str, kx: str) -> tuple[Index, str, str]:
+        y = f"{sh} * {it[2]} + {dh} * {ky} - {ph}"
+        xx = f"{sw} * {it[3]} + {dw} * {kx} - {pw}"
+        chan = ci if g == 1 else f"({it[1]} // {cout_g}) * {cin_g} + {ci}"
+        return (it[0], chan, y, xx), y, xx
+
+    def term(it: Index, ci: str, ky: str, kx: str) -> str:
+        idx, _, _ = coords(it, ci, ky, kx)
+        return f"{cast(x.load(idx), x.dtype, out)} * {cast(w.load((it[1], ci, ky, kx)), w.dtype, out)}"
+
+    name = ctx.temp(node.name, shape, out)
+    bl = broadcast(bias, (shape[1],)) if bias is not None else None
+    start = (lambda it: cast(bl((it[1],)), bias.dtype, out)) if bl is not None and bias is not None else (lambda it: "0")
+    padded = ph or pw
+    if cin_g * kh * kw <= MAX_UNROLLED_TERMS and not padded:
+        def unrolled(it: Index, r: Index) -> str:
+            terms = [term(it, str(c), str(a), str(b)) for c in range(cin_g) for a in range(kh) for b in range(kw)]
+            total = " + ".join(terms)
+            return f"{start(it)} + {total}" if bias is not None else total
+        ctx.emit(name, shape, unrolled)
+        return array_val(name, shape, out)
+    ctx.emit(name, shape, lambda it, r: start(it))
+    guard: list[str] = []
+    if padded:
+        _, y, xx = coords(tuple(f"i{d}" for d in range(4)), "r0", "r1", "r2")
+        guard = [f"{y} >= 0", f"{y} < {height}", f"{xx} >= 0", f"{xx} < {width}"]
+    ctx.emit(name, shape, lambda it, r: term(it, r[0], r[1], r[2]), op="+=", red=(str(cin_g), str(kh), str(kw)),
+             guard=guard)
+    return array_val(name, shape, out)

@@ -1,0 +1,245 @@
+"""Elementwise ATen ops: broadcasting, PyTorch's type promotion, NaN-propagating min/max."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from .torch_lower import SegmentLowering, register
+from .torch_values import LoweringError, Val, broadcast, cast, literal
+
+Fn = Callable[..., str]
+
+
+def _kw(node: fx.Node, name: str, pos: int, default: Any = None) -> Any:
+    if name in node.kwargs:
+        return node.kwargs[name]
+    return node.args[pos] if len(node.args) > pos else default
+
+
+def pointwise(ctx: SegmentLowering, node: fx.Node, fn: Fn, args: Sequence[Any], *,
+              compute: torch.dtype | None = None, result: torch.dtype | None = None,
+              casts: Sequence[torch.dtype | None] = ()) -> Val:
+    """An elementwise node: ``fn`` of the operand texts, each tensor cast to the compute dtype (the
+    output's unless given); ``result`` is the dtype ``fn`` yields (the compute dtype unless given)."""
+    shape, out = ctx.out(node)
+    comp = compute or out
+    loads: list[Callable[[tuple[str, ...]], str]] = []
+    ops = 1
+    for k, a in enumerate(args):
+        if isinstance(a, fx.Node):
+            v = ctx.val(a)
+            ld, dt = broadcast(v, shape), v.dtype
+            to = (casts[k] if k < len(casts) else None) or comp
+            loads.append(lambda idx, ld=ld, dt=dt, to=to: cast(ld(idx), dt, to))
+            ops += v.ops
+        else:
+            text = literal(a)
+            loads.append(lambda idx, text=text: text)
+    res = result or comp
+
+    def load(idx: tuple[str, ...]) -> str:
+        return cast(fn(*(ld(idx) for ld in loads)), res, out)
+    return Val(shape, out, load, ops=ops)
+
+
+def _promoted(node: fx.Node, *args: Any) -> torch.dtype:
+    vals = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
+    return torch.result_type(*vals) if len(vals) == 2 else vals[0].dtype
+
+
+def _is_nan(x: str) -> str:
+    return f"({x} != {x})"
+
+
+def nan_max(a: str, b: str) -> str:
+    """``maximum``: NaN when either operand is NaN, as in PyTorch."""
+    return f"where({_is_nan(a)}, {a}, where({_is_nan(b)}, {b}, max({a}, {b})))"
+
+
+def nan_min(a: str, b: str) -> str:
+    return f"where({_is_nan(a)}, {a}, where({_is_nan(b)}, {b}, min({a}, {b})))"
+
+
+def _binary(sym: str) -> Fn:
+    return lambda a, b: f"({a} {sym} {b})"
+
+
+def _arith(sym: str, *, alpha: bool = False, reverse: bool = False) -> Callable[[SegmentLowering, fx.Node], Val]:
+    def lower(ctx: SegmentLowering, node: fx.Node) -> Val:
+        a, b = node.args[0], node.args[1]
+        al = node.kwargs.get("alpha", 1) if alpha else 1
+        if reverse:
+            a, b = b, a
+        if al != 1:
+            if isinstance(b, fx.Node):
+                return pointwise(ctx, node, lambda x, y: f"({x} {sym} {literal(al)} * {y})", [a, b])
+            b = b * al
+        return pointwise(ctx, node, _binary(sym), [a, b])
+    return lower
+
+
+register("aten.add.Tensor", "aten.add.Scalar", kind="pointwise")(_arith("+", alpha=True))
+register("aten.sub.Tensor", "aten.sub.Scalar", kind="pointwise")(_arith("-", alpha=True))
+register("aten.rsub.Scalar", "aten.rsub.Tensor", kind="pointwise")(_arith("-", alpha=True, reverse=True))
+register("aten.mul.Tensor", "aten.mul.Scalar", kind="pointwise")(_arith("*"))
+
+
+@register("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode", kind="pointwise")
+def _div(ctx: SegmentLowering, node: fx.Node) -> Val:
+    mode = node.kwargs.get("rounding_mode")
+    _, out = ctx.out(node)
+    if mode is None:
+        return pointwise(ctx, node, _binary("/"), node.args[:2])
+    if not out.is_floating_point:
+        raise LoweringError("integer division with a rounding mode runs in eager")
+    if mode == "floor":
+        return pointwise(ctx, node, lambda a, b: f"floor({a} / {b})", node.args[:2])
+    return pointwise(ctx, node, lambda a, b: f"where({a} / {b} < 0, ceil({a} / {b}), floor({a} / {b}))",
+                     node.args[:2])
+
+
+@register("aten.pow.Tensor_Scalar", kind="pointwise")
+def _pow(ctx: SegmentLowering, node: fx.Node) -> Val:
+    x, e = node.args[0], node.args[1]
+    _, out = ctx.out(node)
+    if isinstance(e, float) and e.is_integer() and abs(e) <= 64:
+        e = int(e)
+    if isinstance(e, int) and not isinstance(e, bool):
+        if e == 0:
+            return pointwise(ctx, node, lambda a: f"({a} * 0 + 1)", [x])
+        if e < 0 and not out.is_floating_point:
+            raise LoweringError("negative integer powers of integers run in eager")
+        if e == 2:
+            return pointwise(ctx, node, lambda a: f"({a} * {a})", [x])
+        if e > 0:
+            return pointwise(ctx, node, lambda a: f"({a} ** {e})", [x])
+        return pointwise(ctx, node, lambda a: f"(1 / ({a} ** {-e}))", [x])
+    if e == 0.5 and out.is_floating_point:
+        return pointwise(ctx, node, lambda a: f"sqrt({a})", [x])
+    raise LoweringError(f"pow with exponent {e!r} runs in eager")
+
+
+def _unary(fn: Fn, *, float_only: bool = True) -> Callable[[SegmentLowering, fx.Node], Val]:
+    def lower(ctx: SegmentLowering, node: fx.Node) -> Val:
+        _, out = ctx.out(node)
+        if float_only and not out.is_floating_point:
+            raise LoweringError(f"{node.target} of integers runs in eager")
+        return pointwise(ctx, node, fn, [node.args[0]])
+    return lower
+
+
+_SQRT1_2 = repr(math.sqrt(0.5))
+_SQRT_2_PI = repr(math.sqrt(2 / math.pi))
+for _name, _fn, _flt in [
+    ("aten.neg.default", lambda a: f"(-{a})", False),
+    ("aten.exp.default", lambda a: f"exp({a})", True),
+    ("aten.log.default", lambda a: f"log({a})", True),
+    ("aten.sqrt.default", lambda a: f"sqrt({a})", True),
+    ("aten.rsqrt.default", lambda a: f"(1 / sqrt({a}))", True),
+    ("aten.reciprocal.default", lambda a: f"(1 / {a})", True),
+    ("aten.tanh.default", lambda a: f"tanh({a})", True),
+    ("aten.sigmoid.default", lambda a: f"sigmoid({a})", True),
+    ("aten.erf.default", lambda a: f"erf({a})", True),
+    ("aten.abs.default", lambda a: f"abs({a})", False),
+    ("aten.relu.default", lambda a: f"where({a} < 0, 0, {a})", False),
+    ("aten.silu.default", lambda a: f"({a} * sigmoid({a}))", True),
+    ("aten.floor.default", lambda a: f"floor({a})", True),
+    ("aten.ceil.default", lambda a: f"ceil({a})", True),
+]:
+    register(_name, kind="pointwise")(_unary(_fn, float_only=_flt))
+
+
+@register("aten.gelu.default", kind="pointwise")
+def _gelu(ctx: SegmentLowering, node: fx.Node) -> Val:
+    approx = _kw(node, "approximate", 1, "none")
+    if approx == "tanh":
+        fn = (lambda a: f"(0.5 * {a} * (1 + tanh({_SQRT_2_PI} * ({a} + 0.044715 * {a} * {a} * {a}))))")
+    else:
+        fn = (lambda a: f"(0.5 * {a} * (1 + erf({a} * {_SQRT1_2})))")
+    return _unary(fn)(ctx, node)
+
+
+@register("aten.maximum.default", kind="pointwise")
+def _maximum(ctx: SegmentLowering, node: fx.Node) -> Val:
+    return pointwise(ctx, node, nan_max, node.args[:2])
+
+
+@register("aten.minimum.default", kind="pointwise")
+def _minimum(ctx: SegmentLowering, node: fx.Node) -> Val:
+    return pointwise(ctx, node, nan_min, node.args[:2])
+
+
+def _clamp_fn(lo: Any, hi: Any) -> Fn:
+    def fn(a: str, *bounds: str) -> str:
+        it = iter(bounds)
+        lo_t = next(it) if lo is not None else None
+        hi_t = next(it) if hi is not None else None
+        r = a
+        if lo_t is not None:
+            r = f"where({r} < {lo_t}, {lo_t}, {r})"
+        if hi_t is not None:
+            r = f"where({r} > {hi_t}, {hi_t}, {r})"
+        return r
+    return fn
+
+
+@register("aten.clamp.default", "aten.clamp.Tensor", "aten.clamp_min.default", "aten.clamp_max.default",
+          "aten.clamp_min.Tensor", "aten.clamp_max.Tensor", "aten.hardtanh.default", kind="pointwise")
+def _clamp(ctx: SegmentLowering, node: fx.Node) -> Val:
+    name = str(node.target)
+    if "clamp_min" in name:
+        lo, hi = node.args[1], None
+    elif "clamp_max" in name:
+        lo, hi = None, node.args[1]
+    elif "hardtanh" in name:
+        lo, hi = _kw(node, "min_val", 1, -1.0), _kw(node, "max_val", 2, 1.0)
+    else:
+        lo, hi = _kw(node, "min", 1), _kw(node, "max", 2)
+    for b in (lo, hi):
+        if isinstance(b, fx.Node) and (b.meta["val"].dtype != node.meta["val"].dtype):
+            raise LoweringError("clamp with bounds of another dtype runs in eager")
+    bounds = [b for b in (lo, hi) if b is not None]
+    return pointwise(ctx, node, _clamp_fn(lo, hi), [node.args[0], *bounds])
+
+
+def _compare(sym: str) -> Callable[[SegmentLowering, fx.Node], Val]:
+    def lower(ctx: SegmentLowering, node: fx.Node) -> Val:
+        a, b = node.args[0], node.args[1]
+        comp = _promoted(node, a, b)
+        return pointwise(ctx, node, _binary(sym), [a, b], compute=comp, result=torch.bool)
+    return lower
+
+
+for _op, _sym in [("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">=")]:
+    register(f"aten.{_op}.Tensor", f"aten.{_op}.Scalar", kind="pointwise")(_compare(_sym))
+
+
+@register("aten.logical_not.default", "aten.bitwise_not.default", kind="pointwise")
+def _not(ctx: SegmentLowering, node: fx.Node) -> Val:
+    if node.meta["val"].dtype != torch.bool and "logical" not in str(node.target):
+        raise LoweringError("bitwise_not of integers runs in eager")
+    src = node.args[0].meta["val"].dtype  # type: ignore[union-attr]
+    return pointwise(ctx, node, lambda a: f"({a} == 0)", [node.args[0]], compute=src, result=torch.bool)
+
+
+@register("aten.where.self", kind="pointwise")
+def _where(ctx: SegmentLowering, node: fx.Node) -> Val:
+    return pointwise(ctx, node, lambda c, x, y: f"where({c}, {x}, {y})", node.args[:3], casts=(torch.bool,))
+
+
+@register("aten._to_copy.default", "aten.clone.default", "aten.alias.default", "aten.lift_fresh_copy.default",
+          "aten.detach.default", "prims.convert_element_type.default", kind="pointwise")
+def _copy(ctx: SegmentLowering, node: fx.Node) -> Val:
+    for k in ("device", "layout"):
+        if node.kwargs.get(k) not in (None, torch.strided) and k == "layout":
+            raise LoweringError("copies to another layout run in eager")
+    v = ctx.val(node.args[0])
+    shape, out = ctx.out(node)
+    if out == v.dtype:
+        return v
+    return Val(shape, out, lambda idx: cast(v.load(idx), v.dtype, out), ops=v.ops + 1)

@@ -1,0 +1,256 @@
+"""Reductions (sum, mean, amax, amin, var), softmax, log_softmax and layer norm.
+
+A reduction is an init statement and an accumulate statement over the output's domain times the reduced
+dimensions; normalizations are reductions followed by an elementwise value read where it is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from .torch_lower import SegmentLowering, register
+from .torch_ops_pointwise import nan_max, nan_min
+from .torch_values import Index, LoweringError, Val, array_val, cast
+
+
+def _dims(arg: Any, rank: int) -> list[int]:
+    if arg is None or arg == []:
+        return list(range(rank))
+    if isinstance(arg, int):
+        arg = [arg]
+    return sorted({d + rank if d < 0 else d for d in arg}) if rank else []
+
+
+def _split(v: Val, dims: Sequence[int]) -> tuple[list[int], Callable[[Index, Index], Index]]:
+    """Kept dimensions, and the input index from (kept iterators, reduction iterators)."""
+    kept = [d for d in range(v.rank) if d not in dims]
+
+    def index(it: Index, red: Index) -> Index:
+        out = [""] * v.rank
+        for k, d in enumerate(kept):
+            out[d] = it[k]
+        for k, d in enumerate(dims):
+            out[d] = red[k]
+        return tuple(out)
+    return kept, index
+
+
+def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], keepdim: bool, *,
+                init: Callable[[Callable[[Index], str]], Callable[[Index], str]] | None,
+                combine: Callable[[str, str], str], acc: torch.dtype, value: Callable[[str], str] | None = None
+                ) -> None:
+    """``name[kept...] = combine(name, x)`` over the reduced dims of ``v`` (after an init statement).
+
+    ``init`` maps "load of the first reduced element" to the initial value (``None``: 0)."""
+    kept, index = _split(v, dims)
+    shape = tuple(v.shape[d] for d in kept)
+    red = tuple(v.shape[d] for d in dims)
+
+    def target(it: Index) -> Index:
+        if not keepdim:
+            return it
+        out, k = [], 0
+        for d in range(v.rank):
+            if d in dims:
+                out.append("0")
+            else:
+                out.append(it[k])
+                k += 1
+        return tuple(out)
+
+    def x(it: Index, r: Index) -> str:
+        t = cast(v.load(index(it, r)), v.dtype, acc)
+        return value(t) if value else t
+    tgt = (lambda it: f"{name}[{', '.join(target(it)) or '0'}]")
+    first = (lambda it: x(it, tuple("0" for _ in dims)))
+    start = init(first) if init is not None else (lambda it: "0")
+    ctx.emit(name, shape, lambda it, r: start(it), index=target)
+    ctx.emit(name, shape, lambda it, r: combine(tgt(it), x(it, r)), red=red, index=target)
+
+
+def _count(v: Val, dims: Sequence[int]) -> str:
+    parts = [v.shape[d] for d in dims]
+    if all(p.isdigit() for p in parts):
+        n = 1
+        for p in parts:
+            n *= int(p)
+        return str(n)
+    return "(" + " * ".join(f"({p})" for p in parts) + ")" if parts else "1"
+
+
+def _sum_like(ctx: SegmentLowering, node: fx.Node, mean: bool) -> Val:
+    v = ctx.val(node.args[0])
+    shape, out = ctx.out(node)
+    dims = _dims(node.args[1] if len(node.args) > 1 else None, v.rank)
+    keepdim = bool(node.args[2]) if len(node.args) > 2 else bool(node.kwargs.get("keepdim", False))
+    if mean and not out.is_floating_point:
+        raise LoweringError("mean of integers runs in eager")
+    name = ctx.temp(node.name, shape, out)
+    reduce_into(ctx, name, v, dims, keepdim, init=None, combine=lambda a, b: f"{a} + {b}", acc=out)
+    if mean:
+        n = _count(v, dims)
+        ctx.emit(name, shape, lambda it, r: f"{name}[{', '.join(it) or '0'}] / {n}")
+    return array_val(name, shape, out)
+
+
+@register("aten.sum.dim_IntList", "aten.sum.default", kind="reduce")
+def _sum(ctx: SegmentLowering, node: fx.Node) -> Val:
+    return _sum_like(ctx, node, False)
+
+
+@register("aten.mean.dim", "aten.mean.default", kind="reduce")
+def _mean(ctx: SegmentLowering, node: fx.Node) -> Val:
+    return _sum_like(ctx, node, True)
+
+
+def _extreme(combine: Callable[[str, str], str]) -> Callable[[SegmentLowering, fx.Node], Val]:
+    def lower(ctx: SegmentLowering, node: fx.Node) -> Val:
+        v = ctx.val(node.args[0])
+        shape, out = ctx.out(node)
+        dims = _dims(node.args[1] if len(node.args) > 1 else None, v.rank)
+        keepdim = bool(node.args[2]) if len(node.args) > 2 else bool(node.kwargs.get("keepdim", False))
+        if any(v.shape[d] == "0" for d in dims):
+            raise LoweringError("an empty max/min reduction runs in eager (it raises)")
+        name = ctx.temp(node.name, shape, out)
+        reduce_into(ctx, name, v, dims, keepdim, init=lambda first: first, combine=combine, acc=out)
+        return array_val(name, shape, out)
+    return lower
+
+
+register("aten.amax.default", "aten.max.default", kind="reduce")(_extreme(nan_max))
+register("aten.amin.default", "aten.min.default", kind="reduce")(_extreme(nan_min))
+
+
+@register("aten.var.correction", "aten.var.dim", kind="reduce")
+def _var(ctx: SegmentLowering, node: fx.Node) -> Val:
+    v = ctx.val(node.args[0])
+    shape, out = ctx.out(node)
+    if not out.is_floating_point:
+        raise LoweringError("var of integers runs in eager")
+    dims = _dims(node.args[1] if len(node.args) > 1 else node.kwargs.get("dim"), v.rank)
+    corr = node.kwargs.get("correction", 1)
+    if str(node.target) == "aten.var.dim":
+        corr = 1 if (node.args[2] if len(node.args) > 2 else node.kwargs.get("unbiased", True)) else 0
+    keepdim = bool(node.kwargs.get("keepdim", False))
+    corr = 1 if corr is None else corr
+    n = _count(v, dims)
+    denom = str(max(0, int(n) - corr)) if n.isdigit() else f"({n} - {corr})"
+    _, var = _moments(ctx, node.name, v, dims, out, denom)
+    return Val(shape, out, lambda it: var.load(_expand_kept(it, v.rank, dims, keepdim)))
+
+
+def _expand_kept(it: Index, rank: int, dims: Sequence[int], keepdim: bool) -> Index:
+    """Index of a keepdim-shaped moment array from the iterators of an output (keepdim or not)."""
+    if keepdim:
+        return tuple("0" if d in dims else it[d] for d in range(rank))
+    out, k = [], 0
+    for d in range(rank):
+        if d in dims:
+            out.append("0")
+        else:
+            out.append(it[k])
+            k += 1
+    return tuple(out)
+
+
+def _moments(ctx: SegmentLowering, base: str, v: Val, dims: Sequence[int], dtype: torch.dtype,
+             denom: str | None = None) -> tuple[Val, Val]:
+    """Mean and variance (sum of squares over ``denom``, default the count) of ``v`` over ``dims``, in
+    arrays of the keepdim shape."""
+    kshape = tuple("1" if d in dims else v.shape[d] for d in range(v.rank))
+    n = _count(v, dims)
+    mname = ctx.temp(base + "_mean", kshape, dtype)
+    reduce_into(ctx, mname, v, dims, True, init=None, combine=lambda a, b: f"{a} + {b}", acc=dtype)
+    ctx.emit(mname, kshape, lambda it, r: f"{mname}[{', '.join(it) or '0'}] / {n}")
+    mean = array_val(mname, kshape, dtype)
+    centred = Val(v.shape, dtype, lambda idx: f"({cast(v.load(idx), v.dtype, dtype)} - "
+                                              f"{mean.load(tuple('0' if d in dims else idx[d] for d in range(v.rank)))})",
+                  ops=v.ops + 1)
+    vname = ctx.temp(base + "_m2", kshape, dtype)
+    reduce_into(ctx, vname, centred, dims, True, init=None, combine=lambda a, b: f"{a} + {b}", acc=dtype,
+                value=lambda t: f"{t} * {t}")
+    ctx.emit(vname, kshape, lambda it, r: f"{vname}[{', '.join(it) or '0'}] / {denom or n}")
+    return mean, array_val(vname, kshape, dtype)
+
+
+def _softmax_parts(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, Val, Val, int, torch.dtype]:
+    v = ctx.val(node.args[0])
+    _, out = ctx.out(node)
+    dim = int(node.args[1])  # type: ignore[arg-type]
+    dim = dim + v.rank if dim < 0 else dim
+    if not out.is_floating_point:
+        raise LoweringError("softmax of integers runs in eager")
+    dims = [dim] if v.rank else []
+    kshape = tuple("1" if d == dim else v.shape[d] for d in range(v.rank))
+    mname = ctx.temp(node.name + "_max", kshape, out)
+    reduce_into(ctx, mname, v, dims, True, init=lambda first: first, combine=nan_max, acc=out)
+    m = array_val(mname, kshape, out)
+
+    def at(idx: Index) -> Index:
+        return tuple("0" if d == dim else idx[d] for d in range(v.rank))
+    shifted = Val(v.shape, out, lambda idx: f"({cast(v.load(idx), v.dtype, out)} - {m.load(at(idx))})",
+                  ops=v.ops + 1)
+    sname = ctx.temp(node.name + "_sum", kshape, out)
+    reduce_into(ctx, sname, shifted, dims, True, init=None, combine=lambda a, b: f"{a} + {b}", acc=out,
+                value=lambda t: f"exp({t})")
+    return shifted, array_val(sname, kshape, out), m, dim, out
+
+
+@register("aten._softmax.default", "aten.softmax.int", kind="reduce")
+def _softmax(ctx: SegmentLowering, node: fx.Node) -> Val:
+    shifted, s, _, dim, out = _softmax_parts(ctx, node)
+    rank = shifted.rank
+    return Val(shifted.shape, out, lambda idx: f"(exp({shifted.load(idx)}) / "
+                                               f"{s.load(tuple('0' if d == dim else idx[d] for d in range(rank)))})",
+               ops=shifted.ops + 2)
+
+
+@register("aten._log_softmax.default", "aten.log_softmax.int", kind="reduce")
+def _log_softmax(ctx: SegmentLowering, node: fx.Node) -> Val:
+    shifted, s, _, dim, out = _softmax_parts(ctx, node)
+    rank = shifted.rank
+    return Val(shifted.shape, out, lambda idx: f"({shifted.load(idx)} - "
+                                               f"log({s.load(tuple('0' if d == dim else idx[d] for d in range(rank)))}))",
+               ops=shifted.ops + 2)
+
+
+@register("aten.native_layer_norm.default", kind="reduce")
+def _layer_norm(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, Val, Val]:
+    x = ctx.val(node.args[0])
+    shape, out = ctx.out(node, 0)
+    nshape = list(node.args[1])  # type: ignore[arg-type]
+    w, b = node.args[2], node.args[3]
+    eps = float(node.args[4])  # type: ignore[arg-type]
+    if not out.is_floating_point or out != x.dtype:
+        raise LoweringError("layer norm of this dtype runs in eager")
+    dims = list(range(x.rank - len(nshape), x.rank))
+    mean, var = _moments(ctx, node.name, x, dims, out)
+    kshape = mean.shape
+    rname = ctx.temp(node.name + "_rstd", kshape, out)
+    ctx.emit(rname, kshape, lambda it, r: f"1 / sqrt({var.load(it)} + {eps!r})")
+    rstd = array_val(rname, kshape, out)
+    wv = ctx.val(w) if isinstance(w, fx.Node) else None
+    bv = ctx.val(b) if isinstance(b, fx.Node) else None
+    off = x.rank - len(nshape)
+
+    def load(idx: Index) -> str:
+        k = tuple("0" if d in dims else idx[d] for d in range(x.rank))
+        e = f"({x.load(idx)} - {mean.load(k)}) * {rstd.load(k)}"
+        if wv is not None:
+            e = f"{e} * {wv.load(idx[off:])}"
+        if bv is not None:
+            e = f"{e} + {bv.load(idx[off:])}"
+        return f"({e})"
+    mshape, _ = ctx.out(node, 1)
+    return (Val(shape, out, load, ops=x.ops + 4), _reshaped(mean, mshape), _reshaped(rstd, mshape))
+
+
+def _reshaped(v: Val, shape: tuple[str, ...]) -> Val:
+    """The same elements with the (equal-rank, same-extent) shape of the meta data."""
+    if v.shape == shape:
+        return v
+    return Val(shape, v.dtype, v.load, array=v.array if len(shape) == v.rank else None, ops=v.ops)

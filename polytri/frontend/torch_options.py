@@ -1,0 +1,90 @@
+"""Options of the PyTorch frontend (``torch.compile(..., options=...)``, ``pt.jit(compile_options=...)``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..compiler import TARGETS
+from ..errors import OptionError
+
+#: Frontend options: default and description.  ``target`` defaults to the inputs' device.
+TORCH_OPTIONS: dict[str, tuple[Any, str]] = {
+    "target": (None, "'cpu', 'nvgpu' or 'amdgpu' (default: from the inputs' device: CPU tensors -> cpu, "
+                     "CUDA tensors -> nvgpu, or amdgpu on ROCm builds)"),
+    "fuse": ("smart", "fusion policy of the scheduler: 'smart', 'max' or 'none'"),
+    "tile": (None, "tile the permutable bands (None: the scheduler decides)"),
+    "tile_size": (None, "tile side for every band dimension (default: from the cache model)"),
+    "schedule": ("auto", "'auto', 'pluto' or 'original' (see pt.compile)"),
+    "threads": (None, "OpenMP thread count of the cpu target (default: OpenMP's own)"),
+    "inline": (True, "compute single-use elementwise results inside their consumer instead of storing them"),
+    "cache": (True, "reuse kernels compiled earlier (in memory, and on disk across processes)"),
+    "debug": (False, "log every lowered program and kernel source on the 'polytri.torch' logger at WARNING"),
+}
+
+
+@dataclass(frozen=True)
+class TorchOptions:
+    """Checked frontend options."""
+
+    target: str | None
+    """The explicit target, or ``None`` to choose it from the inputs' device."""
+    fuse: str
+    tile: bool | None
+    tile_size: int | None
+    schedule: str
+    threads: int | None
+    inline: bool
+    cache: bool
+    debug: bool
+
+    def compile_options(self) -> dict[str, Any]:
+        """The options handed to :func:`polytri.compile` (the cpu target's names)."""
+        opts: dict[str, Any] = {"fuse": self.fuse, "schedule": self.schedule}
+        if self.tile is not None:
+            opts["tile"] = self.tile
+        if self.tile_size is not None:
+            opts["tile_size"] = self.tile_size
+        if self.threads is not None:
+            opts["threads"] = self.threads
+        return opts
+
+    def key(self) -> tuple[Any, ...]:
+        """Hashable identity of the options (part of every cache key)."""
+        return (self.target, self.fuse, self.tile, self.tile_size, self.schedule, self.threads, self.inline)
+
+
+def check_options(options: Mapping[str, Any] | None) -> TorchOptions:
+    """Validate ``options``; unknown names are an :class:`OptionError` that lists the known ones."""
+    opts = dict(options or {})
+    unknown = sorted(set(opts) - set(TORCH_OPTIONS))
+    if unknown:
+        raise OptionError(f"unknown polytri option(s) {', '.join(map(repr, unknown))}; known options: "
+                          f"{', '.join(TORCH_OPTIONS)}")
+    merged = {k: opts.get(k, default) for k, (default, _) in TORCH_OPTIONS.items()}
+    if merged["target"] is not None and merged["target"] not in TARGETS:
+        raise OptionError(f"option 'target' must be one of {', '.join(TARGETS)}, got {merged['target']!r}")
+    for flag in ("inline", "cache", "debug"):
+        if not isinstance(merged[flag], bool):
+            raise OptionError(f"option {flag!r} must be True or False, got {merged[flag]!r}")
+    if merged["tile"] is not None and not isinstance(merged["tile"], bool):
+        raise OptionError(f"option 'tile' must be True, False or None, got {merged['tile']!r}")
+    for name in ("tile_size", "threads"):
+        v = merged[name]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise OptionError(f"option {name!r} must be a positive int, got {v!r}")
+    if merged["schedule"] not in ("auto", "pluto", "original"):
+        raise OptionError(f"option 'schedule' must be 'auto', 'pluto' or 'original', got {merged['schedule']!r}")
+    from ..schedule.pluto import FUSION_POLICIES
+    if merged["fuse"] not in FUSION_POLICIES:
+        raise OptionError(f"option 'fuse' must be one of {', '.join(FUSION_POLICIES)}, got {merged['fuse']!r}")
+    return TorchOptions(**merged)
+
+
+def default_target(devices: Sequence[Any]) -> str:
+    """The target for tensors on ``devices``: cpu, nvgpu (CUDA) or amdgpu (CUDA devices of a ROCm build)."""
+    import torch
+    if any(getattr(d, "type", str(d)) == "cuda" for d in devices):
+        return "amdgpu" if getattr(torch.version, "hip", None) else "nvgpu"
+    return "cpu"

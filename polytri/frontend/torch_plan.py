@@ -1,0 +1,196 @@
+"""Planning a graph: which nodes run in polytri programs (segments) and which in eager.
+
+Nodes without a handler run in eager.  A node whose handler declines (a :class:`LoweringError`: an
+unsupported argument, a dynamic size that is not affine) is moved to eager and the graph is planned
+again, so the lowered part only ever contains nodes that lowered completely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from ..errors import PolytriError
+from ..ir.builder import ProgramBuilder
+from . import torch_ops_linalg, torch_ops_pointwise, torch_ops_reduce, torch_ops_view  # noqa: F401 (handlers)
+from .torch_lower import Segment, SegmentLowering, is_lowerable, node_users, op_name
+from .torch_options import TorchOptions
+from .torch_symbolic import symbol_of
+from .torch_values import LoweringError
+
+log = logging.getLogger("polytri.torch")
+
+
+@dataclass
+class Step:
+    """One step of a plan: a segment (``segment`` set) or one node run in eager."""
+
+    segment: Segment | None = None
+    node: fx.Node | None = None
+
+
+@dataclass
+class Plan:
+    """A graph cut into polytri segments and eager nodes, in execution order."""
+
+    steps: list[Step]
+    eager: list[fx.Node]
+    """Tensor nodes that run in eager (the fallback ops)."""
+    params: dict[str, tuple[fx.Node, int | None]] = field(default_factory=dict)
+    """Each dynamic size: the placeholder that carries it (a SymInt, or a tensor and its dimension)."""
+    declined: dict[str, str] = field(default_factory=dict)
+    """Why a node with a handler runs in eager, by node name."""
+
+    @property
+    def segments(self) -> list[Segment]:
+        return [s.segment for s in self.steps if s.segment is not None]
+
+
+def _is_host(node: fx.Node) -> bool:
+    """A node computing a Python number (sizes of dynamic shapes and their arithmetic)."""
+    return node.op == "call_function" and not isinstance(node.meta.get("val"), (torch.Tensor, tuple, list)) \
+        and node.meta.get("val") is not None
+
+
+def _cut(graph: fx.Graph, eager: set[fx.Node]) -> list[Step]:
+    steps: list[Step] = []
+    hoisted: list[Step] = []
+    current: list[fx.Node] = []
+    available: set[fx.Node] = set()
+
+    def close() -> None:
+        if current:
+            steps.append(Step(segment=Segment(list(current))))
+            available.update(current)
+            current.clear()
+    for node in graph.nodes:
+        if node.op in ("placeholder", "get_attr"):
+            available.add(node)
+            continue
+        if node.op == "output":
+            break
+        if _is_host(node) and all(a in available for a in node.all_input_nodes):
+            hoisted.append(Step(node=node))
+            available.add(node)
+            continue
+        if node.target is operator.getitem and node.args[0] in current:
+            current.append(node)
+            continue
+        if node not in eager and is_lowerable(node):
+            current.append(node)
+            continue
+        close()
+        steps.append(Step(node=node))
+        available.add(node)
+    close()
+    return hoisted + steps
+
+
+def _outputs(graph: fx.Graph, seg: Segment) -> list[fx.Node]:
+    members = set(seg.nodes)
+    outs = []
+    for n in seg.nodes:
+        if isinstance(n.meta.get("val"), (tuple, list)):
+            continue  # tuple-valued: its getitems are the values
+        if any(u not in members for u in n.users):
+            outs.append(n)
+    return outs
+
+
+def _param_sources(graph: fx.Graph) -> dict[str, tuple[fx.Node, int | None]]:
+    sources: dict[str, tuple[fx.Node, int | None]] = {}
+    for n in graph.nodes:
+        if n.op != "placeholder":
+            continue
+        v = n.meta.get("val")
+        if isinstance(v, torch.SymInt) and (name := symbol_of(v)) is not None:
+            sources.setdefault(name, (n, None))
+        elif isinstance(v, torch.Tensor):
+            for d, s in enumerate(v.shape):
+                if (name := symbol_of(s)) is not None:
+                    sources.setdefault(name, (n, d))
+    return sources
+
+
+def graph_hash(gm: fx.GraphModule) -> str:
+    """A short, deterministic hash of the graph's code (program names derive from it)."""
+    return hashlib.sha256(gm.code.encode()).hexdigest()[:10]
+
+
+def plan_graph(gm: fx.GraphModule, options: TorchOptions) -> Plan:
+    """Cut ``gm`` into segments, lower each into a program (builders, not compiled yet)."""
+    graph = gm.graph
+    eager: set[fx.Node] = set()
+    declined: dict[str, str] = {}
+    users = node_users(graph)
+    params = _param_sources(graph)
+    base = f"fx{graph_hash(gm)}"
+    for _ in range(len(graph.nodes) + 1):
+        steps = _cut(graph, eager)
+        try:
+            k = 0
+            for step in steps:
+                if step.segment is None:
+                    continue
+                seg = step.segment
+                seg.outputs = _outputs(graph, seg)
+                lowering = SegmentLowering(f"{base}_k{k}", seg, options, users)
+                k += 1
+                _lower_segment(lowering)
+                missing = sorted(set(lowering.params) - set(params))
+                if missing:
+                    raise LoweringError(f"dynamic size(s) {', '.join(missing)} are not carried by any input")
+            break
+        except _NodeFailure as exc:
+            eager.add(exc.node)
+            declined[exc.node.name] = str(exc.cause)
+            log.debug("%s (%s) runs in eager: %s", exc.node.name, op_name(exc.node), exc.cause)
+    else:  # pragma: no cover - each round moves one node to eager
+        raise LoweringError("planning did not converge")
+    fallback = [s.node for s in steps if s.node is not None and not _is_host(s.node)]
+    return Plan(steps, fallback, params, declined)
+
+
+class _NodeFailure(Exception):
+    def __init__(self, node: fx.Node, cause: Exception):
+        super().__init__(str(cause))
+        self.node = node
+        self.cause = cause
+
+
+def _lower_segment(lowering: SegmentLowering) -> ProgramBuilder:
+    try:
+        lowering.lower()
+    except (PolytriError, KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        node = getattr(lowering, "current", None) or lowering.segment.nodes[0]
+        raise _NodeFailure(node, exc) from exc
+    try:
+        return lowering.build()
+    except PolytriError as exc:
+        node = getattr(exc, "node", None) or lowering.segment.nodes[-1]
+        raise _NodeFailure(node, exc) from exc
+
+
+def fallback_ops(plan: Plan) -> list[str]:
+    """Distinct ATen op names of the nodes that run in eager, in graph order."""
+    seen: list[str] = []
+    for n in plan.eager:
+        name = op_name(n)
+        if name not in seen:
+            seen.append(name)
+    return seen
+
+
+def describe_value(v: Any) -> Any:
+    """A hashable description of a runtime or fake value (cache keys)."""
+    if isinstance(v, torch.Tensor):
+        return ("T", tuple(str(s) for s in v.shape), str(v.dtype), tuple(str(s) for s in v.stride()), v.device.type)
+    if isinstance(v, torch.SymInt):
+        return ("S", str(v))
+    return ("V", repr(v))

@@ -1,0 +1,156 @@
+"""Running a planned graph: polytri kernels on torch tensors, eager nodes between them."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from ..errors import PolytriError
+from .torch_cache import compile_cached
+from .torch_lower import Segment
+from .torch_options import TorchOptions
+from .torch_plan import Plan
+
+log = logging.getLogger("polytri.torch")
+
+
+def _shape_fn(shape: Sequence[str]) -> Callable[[dict[str, int]], tuple[int, ...]]:
+    codes = [compile(s, "<shape>", "eval") for s in shape]
+    return lambda params: tuple(int(eval(c, {"__builtins__": {}}, params)) for c in codes)  # noqa: S307
+
+
+@dataclass
+class KernelInfo:
+    """A compiled program of a graph, as :func:`polytri.explain` reports it."""
+
+    name: str
+    target: str
+    source: str
+    program: str
+    """The program's canonical text."""
+    nodes: list[str]
+    """FX nodes lowered into it."""
+
+
+class _KernelStep:
+    """One segment: its kernel and how to build its arguments."""
+
+    def __init__(self, seg: Segment, target: str, options: TorchOptions):
+        assert seg.program is not None
+        self.segment = seg
+        self.kernel = (compile_cached(seg.program, target, options.compile_options(), use_disk=options.cache)
+                       if seg.program.statements else None)
+        if options.debug:
+            log.warning("program:\n%s\nkernel source:\n%s", seg.program, getattr(self.kernel, "source", ""))
+        self.inputs = [(seg.arrays[n], n) for n in seg.inputs]
+        self.outputs = [(seg.arrays[n], n, _shape_fn(seg.shapes[seg.arrays[n]][0]), seg.shapes[seg.arrays[n]][1],
+                         len(seg.shapes[seg.arrays[n]][0])) for n in seg.outputs]
+        self.temps = [(name, _shape_fn(shape), dtype) for name, (shape, dtype) in seg.temps.items()]
+        self.params = list(seg.program.params)
+
+    def run(self, env: dict[fx.Node, Any], params: dict[str, int]) -> None:
+        kwargs: dict[str, Any] = {p: params[p] for p in self.params}
+        seen: list[torch.Tensor] = []
+        for name, node in self.inputs:
+            t = env[node]
+            if not isinstance(t, torch.Tensor):
+                t = torch.as_tensor(t)
+            if t.dim() == 0:
+                t = t.reshape(1)
+            if not t.is_contiguous() or any(_overlaps(t, o) for o in seen):
+                t = t.contiguous() if not t.is_contiguous() else t.clone()
+            seen.append(t)
+            kwargs[name] = t.detach()
+        results = []
+        for name, node, shape, dtype, rank in self.outputs:
+            dims = shape(params)
+            t = torch.empty(dims if rank else (1,), dtype=dtype)
+            kwargs[name] = t
+            results.append((node, t if rank else t.reshape(())))
+        for name, shape, dtype in self.temps:
+            dims = shape(params)
+            kwargs[name] = torch.empty(dims or (1,), dtype=dtype)
+        if self.kernel is not None:
+            self.kernel(**kwargs)
+        for node, t in results:
+            env[node] = t
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+
+
+class CompiledGraph:
+    """The callable a backend returns for one FX graph."""
+
+    def __init__(self, gm: fx.GraphModule, plan: Plan, target: str, options: TorchOptions):
+        self.gm = gm
+        self.plan = plan
+        self.target = target
+        self.options = options
+        self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.attrs = {n: _fetch_attr(gm, str(n.target)) for n in gm.graph.nodes if n.op == "get_attr"}
+        self.output = next(n for n in gm.graph.nodes if n.op == "output")
+        self.steps: list[_KernelStep | fx.Node] = []
+        for step in plan.steps:
+            if step.segment is not None:
+                self.steps.append(_KernelStep(step.segment, target, options))
+            else:
+                assert step.node is not None
+                self.steps.append(step.node)
+        self._failed = False
+
+    @property
+    def kernels(self) -> list[KernelInfo]:
+        out = []
+        for s in self.steps:
+            if isinstance(s, _KernelStep):
+                prog = s.segment.program
+                assert prog is not None
+                out.append(KernelInfo(prog.name, self.target, getattr(s.kernel, "source", ""), str(prog),
+                                      [n.name for n in s.segment.nodes]))
+        return out
+
+    def __call__(self, *args: Any) -> Any:
+        if self._failed:
+            return self.gm.forward(*args)
+        try:
+            return self._run(args)
+        except PolytriError as exc:
+            self._failed = True
+            warnings.warn(f"polytri: a compiled graph failed at run time ({exc}); it runs in eager from now on",
+                          stacklevel=2)
+            log.warning("graph runs in eager after a run-time failure: %s", exc)
+            return self.gm.forward(*args)
+
+    def _run(self, args: Sequence[Any]) -> Any:
+        env: dict[fx.Node, Any] = dict(zip(self.placeholders, args))
+        env.update(self.attrs)
+        params: dict[str, int] = {}
+        for name, (node, dim) in self.plan.params.items():
+            v = env[node]
+            params[name] = int(v) if dim is None else int(v.shape[dim])
+        for step in self.steps:
+            if isinstance(step, _KernelStep):
+                step.run(env, params)
+            else:
+                a = fx.node.map_arg(step.args, lambda n: env[n])
+                kw = fx.node.map_arg(step.kwargs, lambda n: env[n])
+                env[step] = step.target(*a, **kw)  # type: ignore[operator]
+        return fx.node.map_arg(self.output.args[0], lambda n: env[n])
+
+
+def _fetch_attr(gm: fx.GraphModule, target: str) -> Any:
+    obj: Any = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj

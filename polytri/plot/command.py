@@ -1,0 +1,81 @@
+"""``polytri plot FILE.py[:NAME] -o out.png``: draw a program's iteration space and dependence graph.
+
+The iteration-space picture is a 2-D slice of one statement's domain for small parameter values
+(``--param N=8``; 8 by default): the two innermost iterators (or ``--axes t,i``), the others fixed
+(``--fix t=2``; the middle of their range by default) and named in the title.  It shows the dependences
+between the points of the slice, the tiles of the schedule (Pluto, tiled with ``--tile-size``, 4 by
+default) outlined and numbered in execution order.  The dependence graph shows the statements, their
+flow, anti and output dependences, and the fusion groups of the same schedule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from ..errors import OptionError
+
+log = logging.getLogger("polytri.plot")
+
+
+def _pairs(items: list[str], what: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        for part in item.split(","):
+            key, sep, value = part.partition("=")
+            try:
+                out[key.strip()] = int(value)
+            except ValueError:
+                raise OptionError(f"{what} {part!r}: expected NAME=INTEGER, like {what} N=8") from None
+            if not sep or not key.strip():
+                raise OptionError(f"{what} {part!r}: expected NAME=INTEGER, like {what} N=8")
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``polytri plot``."""
+    parser.add_argument("spec", metavar="FILE.py[:NAME]", help="the program, as for `polytri compile`")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="the picture to write; the suffix picks the format (.png, .pdf, .svg)")
+    parser.add_argument("--what", choices=("both", "space", "graph"), default="both",
+                        help="the iteration space, the dependence graph, or both side by side (default)")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="a parameter value (repeat, or comma-separate); missing ones are 8")
+    parser.add_argument("--statement", default=None, help="the statement to draw (default: the first of the "
+                                                          "deepest ones)")
+    parser.add_argument("--axes", default=None, metavar="OUTER,INNER",
+                        help="the two iterators to draw (default: the statement's two innermost)")
+    parser.add_argument("--fix", action="append", default=[], metavar="ITER=VALUE",
+                        help="value of an iterator that is not drawn (default: the middle of its range)")
+    parser.add_argument("--schedule", choices=("pluto", "auto", "original"), default="pluto",
+                        help="whose tiles and order to draw (default: pluto)")
+    parser.add_argument("--fuse", choices=("smart", "max", "none"), default="smart", help="fusion policy")
+    parser.add_argument("--tile-size", type=int, default=4, help="tile side for every band dimension (default 4)")
+    parser.add_argument("--no-tile", action="store_true", help="draw the untiled schedule: points numbered in "
+                                                               "execution order")
+    parser.add_argument("--deps", default="flow", metavar="KINDS",
+                        help="dependence kinds drawn as arrows: flow, anti, output, comma-separated (default flow)")
+    parser.add_argument("--dpi", type=int, default=150, help="resolution of raster formats (default 150)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the program, draw, save; print the path written."""
+    import matplotlib
+    matplotlib.use("Agg")  # files only: no display needed
+    from ..loader import load_program
+    from .api import plot_program
+
+    if args.tile_size < 1:
+        raise OptionError(f"--tile-size must be a positive integer, got {args.tile_size}")
+    name, program = load_program(args.spec)
+    options = dict(params=_pairs(args.param, "--param"), statement=args.statement,
+                   axes=[a.strip() for a in args.axes.split(",")] if args.axes else None,
+                   fixed=_pairs(args.fix, "--fix"), schedule=args.schedule, fuse=args.fuse,
+                   tile=not args.no_tile, tile_size=args.tile_size,
+                   kinds=[k.strip() for k in args.deps.split(",") if k.strip()])
+    if args.what == "graph":
+        options = {k: options[k] for k in ("schedule", "fuse", "tile", "tile_size")}
+    log.info("drawing %s", name)
+    path = plot_program(program, args.output, what=args.what, dpi=args.dpi, **options)
+    print(f"wrote {path}")
+    return 0
