@@ -20,7 +20,7 @@ from ..ir.expr import Access, Binary, Expr, Var
 from ..ir.program import Program
 from ..ir.types import Typer
 from ..loop_ast import Block, For, If, Node, Run, walk
-from .reduction import Contraction, Reduction, find_contraction, find_reduction
+from .reduction import Contraction, Reduction, find_contraction, find_reduction, find_reductions
 from .target import LaunchModel
 from .texpr import TL_TYPES, TritonExprPrinter, array_offset, index_text, iter_names, substitute, user
 
@@ -233,16 +233,17 @@ class KernelPrinter:
         return v
 
     def loop(self, n: For, depth: int, ctx: _Ctx) -> None:
-        red = find_reduction(n, self.p) if n.innermost else None
-        if red is not None:
-            if self.rank == 2:
+        reds = find_reductions(n, self.p) if n.innermost else None
+        if reds:
+            if self.rank == 2 and len(reds) == 1:
                 rows, cols = sorted(self.vec_axis, key=self.vec_axis.__getitem__)
-                con = find_contraction(red, self.t, rows, cols)
+                con = find_contraction(reds[0], self.t, rows, cols)
                 if con is not None:
                     self.contraction(con, rows, cols, depth, ctx)
                     return
-            self.reduction(red, depth, ctx)
-            return
+            if all(self.t(r.value).dtype is not BOOL for r in reds):
+                self.reduction(reds, depth, ctx)
+                return
         lo, hi = _loop_range(n)
         lo_t = self.scalar_bound(lo, ctx, "min", depth)
         hi_t = self.scalar_bound(hi, ctx, "max", depth)
@@ -285,21 +286,24 @@ class KernelPrinter:
         return {"+": f"{a} + {b}", "-": f"{a} + {b}", "max": f"tl.maximum({a}, {b})",
                 "min": f"tl.minimum({a}, {b})"}[op]
 
-    def reduction(self, red: Reduction, depth: int, ctx: _Ctx) -> None:
-        """``T op= f`` over a loop: chunks of ``reduce_block`` iterations reduced along a new axis."""
-        loop, r = red.loop, self.rank
-        d = self.t(red.value).dtype
-        if d is BOOL:
-            raise UnsupportedError("boolean reductions")
+    def reduction(self, reds: list[Reduction], depth: int, ctx: _Ctx) -> None:
+        """``T op= f`` over a loop (several statements sharing it: one pass): chunks of ``reduce_block``
+        iterations reduced along a new innermost axis."""
+        loop, r = reds[0].loop, self.rank
         lo, hi = _loop_range(loop)
         rb = self.model.reduce_block
         lo_t = self.scalar_bound(lo, ctx, "min", depth)
         hi_t = self.scalar_bound(hi, ctx, "max", depth)
-        tl_d = TritonExprPrinter(self.t, str, {}, bf16_as_f32=self.bf16).tl_type(d)
-        acc, kb = self.fresh("acc"), self.fresh("k")
         shape = f"({', '.join(map(str, self.shape))},)" if r else "()"
-        self.emit(depth, f"# {red.statement.name}: {red.statement.text()}  (reduction over {loop.var})")
-        self.emit(depth, f"{acc} = tl.full({shape}, {self._identity(red.op, d)}, {tl_d})")
+        accs = []
+        for red in reds:
+            d = self.t(red.value).dtype
+            tl_d = TritonExprPrinter(self.t, str, {}, bf16_as_f32=self.bf16).tl_type(d)
+            acc = self.fresh("acc")
+            accs.append((red, acc, d))
+            self.emit(depth, f"# {red.statement.name}: {red.statement.text()}  (reduction over {loop.var})")
+            self.emit(depth, f"{acc} = tl.full({shape}, {self._identity(red.op, d)}, {tl_d})")
+        kb = self.fresh("k")
         self.emit(depth, f"for {kb} in range({lo_t}, {hi_t}, {rb}):")
         widen = f"[{', '.join([':'] * r)}, None]" if r else ""
         names = {**ctx.names, **{c: f"{c}{widen}" for c in self.vec_axis}}
@@ -310,11 +314,13 @@ class KernelPrinter:
         mk = self.fresh("m")
         guard = self.loop_guard(loop, names)
         self.emit_mask(depth + 1, mk, f"{ctx.mask}{widen} & {guard}" if ctx.mask else f"({zero} == 0) & {guard}")
-        term = self.printer(ctx, mk, names, zero=zero).conv(red.term, d)
-        part = f"tl.{'sum' if red.op in ('+', '-') else red.op}(tl.where({mk}, {term}, " \
-               f"{self._identity(red.op, d)}), axis={r})"
-        self.emit(depth + 1, f"{acc} = {self._combine(red.op, acc, part)}")
-        self.finish(red, acc, d, lo, hi, depth, ctx)
+        for red, acc, d in accs:
+            term = self.printer(ctx, mk, names, zero=zero).conv(red.term, d)
+            part = f"tl.{'sum' if red.op in ('+', '-') else red.op}(tl.where({mk}, {term}, " \
+                   f"{self._identity(red.op, d)}), axis={r})"
+            self.emit(depth + 1, f"{acc} = {self._combine(red.op, acc, part)}")
+        for red, acc, d in accs:
+            self.finish(red, acc, d, lo, hi, depth, ctx)
 
     def finish(self, red: Reduction, acc: str, d: DType, lo: Expr, hi: Expr, depth: int, ctx: _Ctx) -> None:
         """``T = T op acc`` for the lanes whose loop ran at least once."""

@@ -61,19 +61,44 @@ class Contraction:
     """Type ``tl.dot`` accumulates in."""
 
 
-def _single_run(n: Node) -> Run | None:
+def _runs(n: Node) -> list[Run] | None:
+    """The statements of a loop body made of statements only (no loops, no guards), in order."""
     if isinstance(n, Run):
-        return n
-    if isinstance(n, Block) and len(n.body) == 1:
-        return _single_run(n.body[0])
+        return [n]
+    if isinstance(n, Block):
+        out: list[Run] = []
+        for c in n.body:
+            sub = _runs(c)
+            if sub is None:
+                return None
+            out += sub
+        return out
     return None
 
 
-def find_reduction(loop: For, program: Program) -> Reduction | None:
-    """The reduction ``loop`` performs, or ``None``."""
-    run = _single_run(loop.body)
-    if run is None or loop.step != 1:
+def find_reductions(loop: For, program: Program) -> list[Reduction] | None:
+    """The reductions ``loop`` performs (one per statement of its body, several sharing the loop), or
+    ``None`` when some statement of the body is not a reduction or reads what another one reduces."""
+    runs = _runs(loop.body)
+    if not runs or loop.step != 1:
         return None
+    found = [_reduction(loop, program, run) for run in runs]
+    if any(r is None for r in found):
+        return None
+    reds = [r for r in found if r is not None]
+    targets = {r.target.array for r in reds}
+    if len(targets) != len(reds) or any(a.array in targets for r in reds for a in accesses(r.term)):
+        return None
+    return reds
+
+
+def find_reduction(loop: For, program: Program) -> Reduction | None:
+    """The reduction ``loop`` performs when its body is one statement, or ``None``."""
+    reds = find_reductions(loop, program)
+    return reds[0] if reds and len(reds) == 1 else None
+
+
+def _reduction(loop: For, program: Program, run: Run) -> Reduction | None:
     st = program.statement(run.statement)
     env = dict(zip(st.iterators, run.args))
     target = substitute(st.target, env)
@@ -94,7 +119,7 @@ def find_reduction(loop: For, program: Program) -> Reduction | None:
     if found is None:
         return None
     op, term = found
-    if loop.var not in iter_names(term) or any(a.array == target.array for a in accesses(term)):
+    if loop.var not in iter_names(term):
         return None
     return Reduction(loop, st, target, op, term, value)
 

@@ -1,0 +1,265 @@
+"""The Triton backend: every suite kernel in Triton's interpreter equals the reference; kernels compile ahead of
+time for NVIDIA and AMD; contractions map to tl.dot and the matrix instructions."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import polytri as pt
+from polytri.codegen_triton.kernel import TritonKernel
+from polytri.suite import KERNELS, copy_args, make_args
+
+pytestmark = pytest.mark.interp
+
+
+@functools.cache
+def _program(name: str) -> pt.Program:
+    return KERNELS[name].build()
+
+
+@functools.cache
+def _compiled(name: str, target: str = "nvgpu") -> TritonKernel:
+    return pt.compile(_program(name), target=target)
+
+
+def _check(name: str, params: dict[str, int], target: str = "nvgpu") -> None:
+    k = KERNELS[name]
+    args = make_args(k, params, seed=1)
+    want, got = copy_args(args), copy_args(args)
+    pt.reference(_program(name), **want)
+    _compiled(name, target)(**got)
+    arrays = [n for n, v in args.items() if isinstance(v, np.ndarray)]
+    assert arrays
+    for n in arrays:
+        f32 = args[n].dtype == np.float32
+        np.testing.assert_allclose(got[n], want[n], rtol=1e-4 if f32 else 1e-9, atol=1e-5 if f32 else 1e-12,
+                                   err_msg=f"{name}: array {n!r} differs from the reference with {params}")
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_suite_kernel_in_interpreter_matches_reference(name: str) -> None:
+    """Sizes that are not multiples of any block side (masks at partial blocks and triangular edges)."""
+    _check(name, KERNELS[name].small)
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_parameters_smaller_than_one_block(name: str) -> None:
+    _check(name, KERNELS[name].tiny)
+
+
+def test_amdgpu_target_runs_in_interpreter() -> None:
+    _check("jacobi_2d", KERNELS["jacobi_2d"].small, target="amdgpu")
+
+
+def _matmul(dtype: str, acc: str, cast: str | None = None) -> pt.Program:
+    p = pt.Program(f"mm_{dtype}", params=["M", "N", "K"])
+    p.array("A", ("M", "K"), dtype)
+    p.array("B", ("K", "N"), dtype)
+    p.array("C", ("M", "N"), acc)
+    with p.loop("i", 0, "M"), p.loop("j", 0, "N"):
+        p.assign("C[i, j] = 0")
+        with p.loop("k", 0, "K"):
+            if cast:
+                p.assign(f"C[i, j] += {cast}(A[i, k]) * {cast}(B[k, j])")
+            else:
+                p.assign("C[i, j] += A[i, k] * B[k, j]")
+    return p
+
+
+CONTRACTIONS = {
+    "float16": ("float32", "float32"),
+    "bfloat16": ("float32", "float32"),
+    "int8": ("int32", "int32"),
+}
+
+
+@functools.cache
+def _mm_kernel(dtype: str) -> TritonKernel:
+    acc, cast = CONTRACTIONS[dtype]
+    return pt.compile(_matmul(dtype, acc, cast), target="nvgpu")
+
+
+@pytest.mark.parametrize("dtype", list(CONTRACTIONS))
+def test_contraction_uses_tl_dot_and_matches_reference(dtype: str) -> None:
+    import torch
+    k = _mm_kernel(dtype)
+    assert "tl.dot(" in k.source
+    acc = CONTRACTIONS[dtype][0]
+    g = torch.Generator().manual_seed(0)
+    M, N, K = 37, 21, 70  # K spans three K-tiles, none full
+    if dtype == "int8":
+        a = torch.randint(-128, 128, (M, K), generator=g, dtype=torch.int8)
+        b = torch.randint(-128, 128, (K, N), generator=g, dtype=torch.int8)
+    else:
+        a = torch.randn(M, K, generator=g).to(getattr(torch, dtype))
+        b = torch.randn(K, N, generator=g).to(getattr(torch, dtype))
+    c = torch.full((M, N), 7, dtype=getattr(torch, acc))
+    want = c.clone()
+    pt.reference(_mm_kernel(dtype).program, A=a, B=b, C=want)
+    k(A=a, B=b, C=c)
+    if dtype == "int8":
+        assert torch.equal(c, want)
+    else:
+        torch.testing.assert_close(c, want, rtol=1e-4, atol=1e-4)
+
+
+AOT = {"sm_90": "wgmma", "sm_80": "mma.sync", "gfx942": "mfma"}
+
+
+@pytest.mark.parametrize("arch", list(AOT))
+@pytest.mark.parametrize("dtype", list(CONTRACTIONS))
+def test_contraction_compiles_to_matrix_instructions(dtype: str, arch: str) -> None:
+    text = _mm_kernel(dtype).asm(arch)
+    assert AOT[arch] in text, f"{dtype} matmul for {arch}: no {AOT[arch]} instruction"
+
+
+AOT_SAMPLE = ["gemm", "jacobi_2d", "seidel_2d", "covariance", "trisolv", "blur"]
+
+
+@pytest.mark.parametrize("arch", list(AOT))
+@pytest.mark.parametrize("name", AOT_SAMPLE)
+def test_suite_sample_compiles_ahead_of_time(name: str, arch: str) -> None:
+    text = _compiled(name).asm(arch)
+    assert text.count("// kernel ") == len(_compiled(name).launches)
+    assert (".entry" in text) if arch.startswith("sm_") else ("amdhsa" in text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", list(AOT))
+@pytest.mark.parametrize("name", [n for n in KERNELS if n not in AOT_SAMPLE])
+def test_whole_suite_compiles_ahead_of_time(name: str, arch: str) -> None:
+    test_suite_sample_compiles_ahead_of_time(name, arch)
+
+
+def test_gfx1100_compiles_with_wmma() -> None:
+    assert "wmma" in _mm_kernel("float16").asm("gfx1100")
+
+
+def test_elementwise_kernel_is_one_launch_with_a_2d_grid() -> None:
+    k = _compiled("jacobi_2d")
+    assert "tl.program_id(1)" in k.source and "tl.arange" in k.source
+    assert "    for c1 in range(" in k.source.split("def pt_host")[1]  # the time loop stays on the host
+
+
+def test_reduction_uses_tl_sum() -> None:
+    p = pt.Program("rowmax", params=["M", "N"])
+    p.array("A", ("M", "N"), "float32")
+    p.array("s", ("M",), "float32")
+    p.array("m", ("M",), "float32")
+    with p.loop("i", 0, "M"):
+        p.assign("s[i] = 0.0")
+        p.assign("m[i] = -1e30")
+        with p.loop("j", 0, "N"):
+            p.assign("s[i] += A[i, j] * A[i, j]")
+        with p.loop("j", 0, "N"):
+            p.assign("m[i] = max(m[i], A[i, j])")
+    k = pt.compile(p, target="nvgpu")
+    assert "tl.sum(" in k.source and "tl.max(" in k.source
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((19, 150)).astype(np.float32)
+    s, m = np.zeros(19, np.float32), np.zeros(19, np.float32)
+    k(A=a, s=s, m=m)
+    np.testing.assert_allclose(s, (a * a).sum(axis=1), rtol=1e-5)
+    np.testing.assert_array_equal(m, a.max(axis=1))
+
+
+def test_integer_semantics_match_the_reference() -> None:
+    p = pt.Program("ints", params=["N"])
+    p.array("a", ("N",), "int32")
+    p.array("q", ("N",), "int32")
+    p.array("r", ("N",), "int32")
+    p.array("w", ("N",), "int8")
+    with p.loop("i", 0, "N"):
+        p.assign("q[i] = a[i] // 3 + (i - 5) // 2")
+        p.assign("r[i] = a[i] % 3 + (i - 5) % 4")
+        p.assign("w[i] = w[i] + 100")
+    k = pt.compile(p, target="nvgpu")
+    a = np.arange(-8, 9, dtype=np.int32)
+    args = {"a": a, "q": np.zeros(17, np.int32), "r": np.zeros(17, np.int32), "w": np.full(17, 100, np.int8)}
+    want, got = copy_args(args), copy_args(args)
+    pt.reference(p, **want)
+    k(**got)
+    for n in ("q", "r", "w"):
+        np.testing.assert_array_equal(got[n], want[n], err_msg=n)
+
+
+def test_bfloat16_arithmetic_is_rounded_like_the_reference() -> None:
+    import torch
+    p = pt.Program("bfops", params=["N"])
+    p.array("x", ("N",), "bfloat16")
+    p.array("y", ("N",), "bfloat16")
+    with p.loop("i", 0, "N"):
+        p.assign("y[i] = x[i] * 3 + x[i] / 7 - exp(x[i])")
+    k = pt.compile(p, target="nvgpu")
+    # GPUs compute in bfloat16; the interpreter in float32 rounded to bfloat16 after every operation
+    assert "tl.bfloat16" in k.source and k.interpreter_source.count("pt__round_bf16(") > 3
+    x = torch.randn(100, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
+    y, want = torch.zeros_like(x), torch.zeros_like(x)
+    pt.reference(p, x=x, y=want)
+    k(x=x, y=y)
+    assert torch.equal(y, want)
+
+
+def test_numpy_and_torch_inputs_are_untouched_when_a_call_fails() -> None:
+    k = _compiled("jacobi_1d")
+    args = make_args(KERNELS["jacobi_1d"], KERNELS["jacobi_1d"].small)
+    before = copy_args(args)
+    with pytest.raises(pt.PolytriError):
+        k(**{**args, "T": -1, "N": 3})
+    for n, v in args.items():
+        if isinstance(v, np.ndarray):
+            np.testing.assert_array_equal(v, before[n])
+
+
+def test_options_are_checked() -> None:
+    p = _program("gemm")
+    with pytest.raises(pt.OptionError, match="unknown option.*'tile'.*known: schedule"):
+        pt.compile(p, target="nvgpu", options={"tile": True})
+    with pytest.raises(pt.OptionError, match="unknown GPU architecture 'sm_12'"):
+        pt.compile(p, target="nvgpu", options={"arch": "sm_12"})
+    with pytest.raises(pt.OptionError, match="belongs to target 'amdgpu'"):
+        pt.compile(p, target="nvgpu", options={"arch": "gfx942"})
+    with pytest.raises(pt.OptionError, match="below tl.dot's minimum"):
+        pt.compile(p, target="nvgpu", options={"dot_block": (8, 64, 32)})
+    with pytest.raises(pt.OptionError, match="power of two"):
+        pt.compile(p, target="nvgpu", options={"block": 24})
+    with pytest.raises(pt.UnsupportedError, match="unknown architecture 'sm_99'"):
+        _compiled("gemm").asm("sm_99")
+
+
+def test_options_change_the_launch_model() -> None:
+    k = pt.compile(_program("gemm"), target="nvgpu", options={"dot_block": (32, 64, 16), "num_warps": 2})
+    assert "tl.arange(0, 16)" in k.source and k.model.num_warps == 2
+    _check_kernel_against_reference(k, "gemm")
+
+
+def _check_kernel_against_reference(k: TritonKernel, name: str) -> None:
+    args = make_args(KERNELS[name], KERNELS[name].small, seed=2)
+    want, got = copy_args(args), copy_args(args)
+    pt.reference(k.program, **want)
+    k(**got)
+    for n, v in args.items():
+        if isinstance(v, np.ndarray):
+            f32 = v.dtype == np.float32
+            np.testing.assert_allclose(got[n], want[n], rtol=1e-4 if f32 else 1e-9, atol=1e-5 if f32 else 1e-12)
+
+
+def test_explain_lists_kernels_and_grid_loops() -> None:
+    text = _compiled("gemm").explain()
+    assert "target nvgpu" in text and "gemm_k0: grid loops" in text and "launch model" in text
+
+
+@pytest.mark.gpu
+def test_runs_on_a_gpu() -> None:
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    k = _mm_kernel("float16")
+    a = torch.randn(300, 200, device="cuda", dtype=torch.float16)
+    b = torch.randn(200, 100, device="cuda", dtype=torch.float16)
+    c = torch.zeros(300, 100, device="cuda")
+    k(A=a, B=b, C=c)
+    torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-2, atol=1e-2)
