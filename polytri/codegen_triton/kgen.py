@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ..dtypes import BOOL, DType
 from ..errors import UnsupportedError
-from ..ir.expr import Access, Binary, Expr, Var
+from ..ir.expr import Access, Binary, Expr, Var, accesses
 from ..ir.program import Program
 from ..ir.types import Typer
 from ..loop_ast import Block, For, If, Node, Run, walk
@@ -85,6 +85,11 @@ class KernelPrinter:
         self.fp32_dot = fp32_dot
         self.lines: list[str] = []
         self.n = 0
+        self.pending: list[tuple[int, str, str, str | None, str]] = []
+        """Stores not printed yet: (depth, array, pointer, mask, value variable); a later store of the same
+        elements with the same mask makes one dead (epilogues store once)."""
+        self.known: dict[tuple[str, str | None], str] = {}
+        """(pointer, mask) -> variable holding the value last stored there, for loads that follow."""
         self.rank = len(spec.vector)
         self.vec_axis: dict[str, int] = {
             loop.var: i for i, loop in enumerate(spec.chain[len(spec.chain) - self.rank:])}
@@ -114,6 +119,10 @@ class KernelPrinter:
 
         def load(acc: Access) -> str:
             ptr = self.pointer(acc, names, zero)
+            known = self.known.get((ptr, mask))
+            if known is not None:
+                return known  # the value this program stored there last (an epilogue reads its accumulator)
+            self.flush(acc.array)
             return f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.load({ptr})"
         return TritonExprPrinter(self.t, load, names, bf16_as_f32=self.bf16)
 
@@ -144,6 +153,7 @@ class KernelPrinter:
         ctx = _Ctx(mask=None, names={})
         depth = self.grid(ctx)
         self.node(spec.body, depth, ctx)
+        self.flush()
         return "\n".join(self.lines) + "\n"
 
     def grid(self, ctx: _Ctx) -> int:
@@ -207,11 +217,14 @@ class KernelPrinter:
     def guard(self, n: If, depth: int, ctx: _Ctx) -> None:
         cond = index_text(n.cond, ctx.names)
         if not self.vector_in(n.cond):
+            self.flush()
             self.emit(depth, f"if {cond}:")
             self.node(n.then, depth + 1, ctx)
+            self.flush()
             if n.orelse is not None:
                 self.emit(depth, "else:")
                 self.node(n.orelse, depth + 1, ctx)
+                self.flush()
             return
         m = self.fresh("m")
         self.emit_mask(depth, m, f"{ctx.mask} & {cond}")
@@ -244,6 +257,7 @@ class KernelPrinter:
             if all(self.t(r.value).dtype is not BOOL for r in reds):
                 self.reduction(reds, depth, ctx)
                 return
+        self.flush()
         lo, hi = _loop_range(n)
         lo_t = self.scalar_bound(lo, ctx, "min", depth)
         hi_t = self.scalar_bound(hi, ctx, "max", depth)
@@ -255,13 +269,37 @@ class KernelPrinter:
             inner.mask = self.fresh("m")
             self.emit_mask(depth + 1, inner.mask, f"{ctx.mask} & {self.loop_guard(n, names)}")
         self.node(n.body, depth + 1, inner)
+        self.flush()
 
     def store(self, depth: int, target: Access, value: str, mask: str | None, names: dict[str, str]) -> None:
+        """Store ``value`` (held back until something else needs memory: see :meth:`flush`)."""
         ptr = self.pointer(target, names)
-        self.emit(depth, f"tl.store({ptr}, {value}, mask={mask})" if mask else f"tl.store({ptr}, {value})")
-        if target.array in self.read_arrays and self.rank:
-            # another lane (thread) may read this element next: make the store visible to the program
-            self.emit(depth, "tl.debug_barrier()")
+        v = self.fresh("v")
+        self.emit(depth, f"{v} = {value}")
+        same = [p for p in self.pending if p[2] == ptr and p[3] == mask]
+        if same:
+            self.emit(depth, f"# the store of {same[0][4]} is dead: {v} overwrites it")
+        self.pending = [p for p in self.pending if p not in same]
+        self.flush(target.array)  # other stores to the array: they may alias, keep their order
+        self.known = {k: x for k, x in self.known.items() if not k[0].startswith(f"{user(target.array)} + ")}
+        self.pending.append((depth, target.array, ptr, mask, v))
+        self.known[(ptr, mask)] = v
+
+    def flush(self, array: str | None = None, forget: bool = True) -> None:
+        """Print the pending stores (of ``array`` only, if given), in order; ``forget`` the stored values
+        (at the boundaries of Python blocks, where variables go out of scope or memory changes)."""
+        keep = []
+        for depth, arr, ptr, mask, v in self.pending:
+            if array is not None and arr != array:
+                keep.append((depth, arr, ptr, mask, v))
+                continue
+            self.emit(depth, f"tl.store({ptr}, {v}, mask={mask})" if mask else f"tl.store({ptr}, {v})")
+            if arr in self.read_arrays and self.rank:
+                # another lane (thread) may read this element next: make the store visible to the program
+                self.emit(depth, "tl.debug_barrier()")
+        self.pending = keep
+        if array is None and forget:
+            self.known.clear()
 
     def run(self, n: Run, depth: int, ctx: _Ctx) -> None:
         st = self.p.statement(n.statement)
@@ -289,6 +327,8 @@ class KernelPrinter:
     def reduction(self, reds: list[Reduction], depth: int, ctx: _Ctx) -> None:
         """``T op= f`` over a loop (several statements sharing it: one pass): chunks of ``reduce_block``
         iterations reduced along a new innermost axis."""
+        for name in {a.array for red in reds for a in accesses(red.term)}:
+            self.flush(name)
         loop, r = reds[0].loop, self.rank
         lo, hi = _loop_range(loop)
         rb = self.model.reduce_block
@@ -325,23 +365,37 @@ class KernelPrinter:
     def finish(self, red: Reduction, acc: str, d: DType, lo: Expr, hi: Expr, depth: int, ctx: _Ctx) -> None:
         """``T = T op acc`` for the lanes whose loop ran at least once."""
         ran = f"({index_text(lo, ctx.names)} < {index_text(hi, ctx.names)})"
-        if ctx.mask is None:
+        vector = bool(self.vector_in(lo) or self.vector_in(hi))
+        inside = ctx.mask is None
+        if inside:  # one program, scalars: a plain if
+            self.flush()
             self.emit(depth, f"if {ran}:")
             depth += 1
             mask = None
-        else:
+        elif vector:
             mask = self.fresh("m")
             self.emit_mask(depth, mask, f"{ctx.mask} & {ran}")
+        else:
+            mask = ctx.mask  # the mask of the statements around: an epilogue can read the result
         pr = self.printer(ctx, mask)
-        old = pr.conv(red.target, d)
+        stored = self.dtype(red.target.array)
+        old_v = self.fresh("old")
+        self.emit(depth, f"{old_v} = {pr.conv(red.target, stored)}")
+        old = pr.cast(old_v, stored, d)
         new = {"+": f"({old} + {acc})", "-": f"({old} - {acc})", "max": f"tl.maximum({old}, {acc})",
                "min": f"tl.minimum({old}, {acc})"}[red.op]
-        new = pr.rnd(d, new)
-        self.store(depth, red.target, pr.cast(new, d, self.dtype(red.target.array)), mask, ctx.names)
+        new = pr.cast(pr.rnd(d, new), d, stored)
+        if not inside and not vector:
+            new = f"tl.where({ran}, {new}, {old_v})"  # an empty loop leaves the element as it was
+        self.store(depth, red.target, new, mask, ctx.names)
+        if inside:
+            self.flush()
 
     def contraction(self, con: Contraction, rows: str, cols: str, depth: int, ctx: _Ctx) -> None:
         """``C[a, b] += s * X[a, k] * Y[k, b]``: ``tl.dot`` of (rows x K) and (K x cols) tiles."""
         red, loop = con.reduction, con.reduction.loop
+        for name in {con.x.array, con.y.array} | {a.array for s in con.scale for a in accesses(s)}:
+            self.flush(name)
         d = self.t(red.value).dtype
         lo, hi = _loop_range(loop)
         bk = self.model.dot_block[2]
