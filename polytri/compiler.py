@@ -22,7 +22,6 @@ from .ir.verify import verify
 from .loop_ast import For, Node, Run, build_loop_ast, walk
 from .schedule.dependences import Dependences, compute_dependences
 from .schedule.legality import IllegalScheduleError, prove_legal
-from .schedule.permute import parallel_outward
 from .schedule.pluto import FUSION_POLICIES, SchedulingError, pluto_schedule
 from .schedule.schedule import Schedule, original_schedule
 from .schedule.tiling import tile_schedule
@@ -89,15 +88,13 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     verify(prog)
     deps = compute_dependences(prog)
     # GPU kernels block their parallel loops themselves: the schedule stays untiled
-    tile = opts["tile"] if target == "cpu" else False
-    schedule, decisions = choose_schedule(prog, deps, opts["schedule"], opts["fuse"], tile, opts.get("tile_size"))
-    if target != "cpu" and schedule.bands:
-        permuted = parallel_outward(schedule, deps)
-        if permuted is not schedule:
-            prove_legal(permuted.map, deps, what=f"{prog.name}: the GPU band order")
-            decisions += [f"scheduler: {d}" for d in permuted.decisions[len(schedule.decisions):]]
-            schedule = permuted
-    ast = build_loop_ast(prog, schedule, deps)
+    if target == "cpu":
+        schedule, decisions = choose_schedule(prog, deps, opts["schedule"], opts["fuse"], opts["tile"],
+                                              opts["tile_size"])
+        ast = build_loop_ast(prog, schedule, deps)
+    else:
+        from .codegen_triton.options import gpu_schedule
+        schedule, decisions, ast = gpu_schedule(prog, deps, opts)
     for n in walk(ast):
         if isinstance(n, For):
             what = "parallel" if n.parallel else "carries a dependence"

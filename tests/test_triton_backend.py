@@ -263,3 +263,50 @@ def test_runs_on_a_gpu() -> None:
     c = torch.zeros(300, 100, device="cuda")
     k(A=a, B=b, C=c)
     torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+
+
+def _gpu_benchmark_module():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu.py"
+    spec = importlib.util.spec_from_file_location("polytri_gpu_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("build, params", [
+    ("_blur_program", {"C": 2, "H": 11, "W": 13}),
+    ("_softmax_program", {"M": 5, "N": 70}),
+    ("_matmul_program", {"M": 9, "N": 17, "K": 33}),
+])
+def test_gpu_benchmark_programs_match_reference(build: str, params: dict[str, int]) -> None:
+    """The programs benchmarks/gpu.py times on a GPU compute what the reference computes."""
+    import torch
+    mod = _gpu_benchmark_module()
+    prog = getattr(mod, build)("float16") if build == "_matmul_program" else getattr(mod, build)()
+    k = pt.compile(prog, target="nvgpu")
+    g = torch.Generator().manual_seed(0)
+    args = {}
+    for a in k.program.arrays:
+        shape = tuple(int(eval(str(pt_expr), {}, dict(params))) for pt_expr in _shape_text(a))
+        args[a.name] = torch.randn(shape, generator=g).to(getattr(torch, a.dtype))
+    want = {n: v.clone() for n, v in args.items()}
+    pt.reference(prog, **want)
+    k(**args)
+    for n in args:
+        torch.testing.assert_close(args[n], want[n], rtol=1e-3, atol=1e-3)
+
+
+def _shape_text(a) -> list[str]:
+    from polytri.ir.printer import expr_to_str
+    return [expr_to_str(e) for e in a.shape]
+
+
+def test_gpu_benchmark_exits_cleanly_without_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the benchmark would run")
+    assert _gpu_benchmark_module().main([]) == 0
+    assert "no CUDA/ROCm GPU" in capsys.readouterr().out

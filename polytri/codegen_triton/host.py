@@ -90,6 +90,19 @@ def loop_box(program: Program, schedule: Schedule, node: Node, host_dims: list[i
     return out
 
 
+def launch_chains(n: Node) -> list[int]:
+    """Number of grid loops of each launch the host plan of ``n`` makes (0: one program)."""
+    if isinstance(n, Block):
+        return [c for m in n.body for c in launch_chains(m)]
+    if isinstance(n, If):
+        return launch_chains(n.then) + (launch_chains(n.orelse) if n.orelse is not None else [])
+    if isinstance(n, For) and n.parallel:
+        return [len(grid_chain(n))]
+    if isinstance(n, For) and _has_parallel(n.body):
+        return launch_chains(n.body)
+    return [0]
+
+
 class HostPlanner:
     """Splits a loop AST into launches and prints the host function ``pt_host``."""
 

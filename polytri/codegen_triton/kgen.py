@@ -12,6 +12,8 @@ lane outside the iteration domain touches no memory.  Reduction loops become chu
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..dtypes import BOOL, DType
@@ -55,6 +57,8 @@ class _Ctx:
     """The current mask (full block), or ``None`` in a single-program kernel."""
     names: dict[str, str] = field(default_factory=dict)
     """Text of each counter in scope."""
+    zero: str = "pt__zero"
+    """A block of int32 zeros of the current shape (added to pointers that vary along fewer axes)."""
 
 
 def _upper_exclusive(cond: Expr, var: str) -> Expr:
@@ -113,9 +117,8 @@ class KernelPrinter:
     def vector_in(self, e: Expr) -> set[str]:
         return iter_names(e) & set(self.vec_axis)
 
-    def printer(self, ctx: _Ctx, mask: str | None, names: dict[str, str] | None = None,
-                zero: str = "pt__zero") -> TritonExprPrinter:
-        names = ctx.names if names is None else names
+    def printer(self, ctx: _Ctx, mask: str | None) -> TritonExprPrinter:
+        names, zero = ctx.names, ctx.zero
 
         def load(acc: Access) -> str:
             ptr = self.pointer(acc, names, zero)
@@ -126,13 +129,45 @@ class KernelPrinter:
             return f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.load({ptr})"
         return TritonExprPrinter(self.t, load, names, bf16_as_f32=self.bf16)
 
-    def pointer(self, acc: Access, names: dict[str, str], zero: str | None = "pt__zero") -> str:
-        """Address(es) of ``acc``; ``+ zero`` makes a full block of pointers, to match the mask."""
+    def pointer(self, acc: Access, names: dict[str, str], zero: str | None) -> str:
+        """Address(es) of ``acc``; ``+ zero`` makes a full block of pointers, to match the mask, when the
+        access does not vary along every axis of the block."""
         arr = self.p.array(acc.array)
         ptr = f"{user(acc.array)} + {array_offset(acc, arr.shape, names)}"
-        if zero and (self.rank or zero != "pt__zero") and (zero != "pt__zero" or self.vector_in(acc) != set(self.vec_axis)):
+        if zero and self.vector_in(acc) != set(self.vec_axis):
             ptr += f" + {zero}"
         return ptr
+
+    @contextlib.contextmanager
+    def chunk(self, loop: For, side: int, depth: int, ctx: _Ctx, base: str) -> Iterator[_Ctx]:
+        """The body of ``for base in range(..., side)``: ``side`` iterations of ``loop`` at once along a
+        new innermost block axis; yields the context (widened counters, mask, zeros) of that body."""
+        r = self.rank
+        widen = f"[{', '.join([':'] * r)}, None]" if r else ""
+        names = {**ctx.names, **{c: f"{c}{widen}" for c in self.vec_axis}}
+        kk, zero, mk = self.fresh("kk"), self.fresh("zero"), self.fresh("m")
+        names[loop.var] = kk
+        self.emit(depth, f"{kk} = {base} + tl.arange(0, {side}){_AXIS[(r + 1, r)] if r else ''}")
+        self.emit(depth, f"{zero} = tl.zeros(({', '.join(map(str, self.shape + (side,)))},), tl.int32)")
+        guard = self.loop_guard(loop, names)
+        self.emit_mask(depth, mk, f"{ctx.mask}{widen} & {guard}" if ctx.mask else f"({zero} == 0) & {guard}")
+        saved = (self.vec_axis, self.rank, self.shape)
+        self.vec_axis = {**self.vec_axis, loop.var: r}
+        self.rank, self.shape = r + 1, self.shape + (side,)
+        try:
+            yield _Ctx(mk, names, zero)
+        finally:
+            self.vec_axis, self.rank, self.shape = saved
+
+    def chunk_side(self) -> int:
+        """Iterations of a loop run at once inside a block: about 4096 elements per chunk."""
+        size = 1
+        for s in self.shape:
+            size *= s
+        side = 1
+        while side * 2 * size <= 4096 and side < 1024:
+            side *= 2
+        return max(side, 2)
 
     def dtype(self, name: str) -> DType:
         from .. import dtypes
@@ -228,11 +263,11 @@ class KernelPrinter:
             return
         m = self.fresh("m")
         self.emit_mask(depth, m, f"{ctx.mask} & {cond}")
-        self.node(n.then, depth, _Ctx(m, ctx.names))
+        self.node(n.then, depth, _Ctx(m, ctx.names, ctx.zero))
         if n.orelse is not None:
             m2 = self.fresh("m")
             self.emit_mask(depth, m2, f"{ctx.mask} & ~{m}")
-            self.node(n.orelse, depth, _Ctx(m2, ctx.names))
+            self.node(n.orelse, depth, _Ctx(m2, ctx.names, ctx.zero))
 
     def scalar_bound(self, e: Expr, ctx: _Ctx, reduce: str, depth: int) -> str:
         """A scalar bound of a loop: ``e`` itself, or its min / max over the block's active lanes (an
@@ -261,19 +296,27 @@ class KernelPrinter:
         lo, hi = _loop_range(n)
         lo_t = self.scalar_bound(lo, ctx, "min", depth)
         hi_t = self.scalar_bound(hi, ctx, "max", depth)
+        if n.parallel and n.innermost and n.step == 1 and self.rank < 3:
+            # a parallel innermost loop: chunks of its iterations along a new block axis
+            side, kb = self.chunk_side(), self.fresh("k")
+            self.emit(depth, f"for {kb} in range({lo_t}, {hi_t}, {side}):")
+            with self.chunk(n, side, depth + 1, ctx, kb) as inner:
+                self.node(n.body, depth + 1, inner)
+                self.flush()
+            return
         self.emit(depth, f"for {n.var} in range({lo_t}, {hi_t}, {n.step}):")
         names = dict(ctx.names)
         names[n.var] = n.var
-        inner = _Ctx(ctx.mask, names)
+        inner = _Ctx(ctx.mask, names, ctx.zero)
         if self.vector_in(lo) or self.vector_in(hi):
             inner.mask = self.fresh("m")
             self.emit_mask(depth + 1, inner.mask, f"{ctx.mask} & {self.loop_guard(n, names)}")
         self.node(n.body, depth + 1, inner)
         self.flush()
 
-    def store(self, depth: int, target: Access, value: str, mask: str | None, names: dict[str, str]) -> None:
+    def store(self, depth: int, target: Access, value: str, mask: str | None, ctx: _Ctx) -> None:
         """Store ``value`` (held back until something else needs memory: see :meth:`flush`)."""
-        ptr = self.pointer(target, names)
+        ptr = self.pointer(target, ctx.names, ctx.zero)
         v = self.fresh("v")
         self.emit(depth, f"{v} = {value}")
         same = [p for p in self.pending if p[2] == ptr and p[3] == mask]
@@ -309,7 +352,7 @@ class KernelPrinter:
         assert isinstance(target, Access)
         self.emit(depth, f"# {st.name}: {st.text()}")
         text = self.printer(ctx, ctx.mask).conv(value, self.dtype(target.array))
-        self.store(depth, target, text, ctx.mask, ctx.names)
+        self.store(depth, target, text, ctx.mask, ctx)
 
     # --- reductions --------------------------------------------------------------------------------
     def _identity(self, op: str, d: DType) -> str:
@@ -331,7 +374,7 @@ class KernelPrinter:
             self.flush(name)
         loop, r = reds[0].loop, self.rank
         lo, hi = _loop_range(loop)
-        rb = self.model.reduce_block
+        rb = self.chunk_side()
         lo_t = self.scalar_bound(lo, ctx, "min", depth)
         hi_t = self.scalar_bound(hi, ctx, "max", depth)
         shape = f"({', '.join(map(str, self.shape))},)" if r else "()"
@@ -345,20 +388,12 @@ class KernelPrinter:
             self.emit(depth, f"{acc} = tl.full({shape}, {self._identity(red.op, d)}, {tl_d})")
         kb = self.fresh("k")
         self.emit(depth, f"for {kb} in range({lo_t}, {hi_t}, {rb}):")
-        widen = f"[{', '.join([':'] * r)}, None]" if r else ""
-        names = {**ctx.names, **{c: f"{c}{widen}" for c in self.vec_axis}}
-        kk, zero = self.fresh("kk"), self.fresh("zero")
-        names[loop.var] = kk
-        self.emit(depth + 1, f"{kk} = {kb} + tl.arange(0, {rb}){_AXIS[(r + 1, r)] if r else ''}")
-        self.emit(depth + 1, f"{zero} = tl.zeros(({', '.join(map(str, self.shape + (rb,)))},), tl.int32)")
-        mk = self.fresh("m")
-        guard = self.loop_guard(loop, names)
-        self.emit_mask(depth + 1, mk, f"{ctx.mask}{widen} & {guard}" if ctx.mask else f"({zero} == 0) & {guard}")
-        for red, acc, d in accs:
-            term = self.printer(ctx, mk, names, zero=zero).conv(red.term, d)
-            part = f"tl.{'sum' if red.op in ('+', '-') else red.op}(tl.where({mk}, {term}, " \
-                   f"{self._identity(red.op, d)}), axis={r})"
-            self.emit(depth + 1, f"{acc} = {self._combine(red.op, acc, part)}")
+        with self.chunk(loop, rb, depth + 1, ctx, kb) as inner:
+            for red, acc, d in accs:
+                term = self.printer(inner, inner.mask).conv(red.term, d)
+                part = f"tl.{'sum' if red.op in ('+', '-') else red.op}(tl.where({inner.mask}, {term}, " \
+                       f"{self._identity(red.op, d)}), axis={r})"
+                self.emit(depth + 1, f"{acc} = {self._combine(red.op, acc, part)}")
         for red, acc, d in accs:
             self.finish(red, acc, d, lo, hi, depth, ctx)
 
@@ -387,7 +422,7 @@ class KernelPrinter:
         new = pr.cast(pr.rnd(d, new), d, stored)
         if not inside and not vector:
             new = f"tl.where({ran}, {new}, {old_v})"  # an empty loop leaves the element as it was
-        self.store(depth, red.target, new, mask, ctx.names)
+        self.store(depth, red.target, new, mask, ctx)
         if inside:
             self.flush()
 
@@ -418,7 +453,7 @@ class KernelPrinter:
         bound_dims = self.vector_in(lo) | self.vector_in(hi)
         for operand, kname, valid, other in ((con.x, kx, rv, cols), (con.y, ky, cv, rows)):
             names = {**ctx.names, loop.var: kname}
-            ptr = self.pointer(operand, names, zero=None)
+            ptr = self.pointer(operand, names, None)
             tile = self.fresh("t")
             tmask = self.fresh("m")
             # bounds of k that vary with the other tile's dimension: per row (column) of this tile, the

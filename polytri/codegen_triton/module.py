@@ -25,7 +25,7 @@ from types import ModuleType
 from ..cpu_codegen.build import cache_dir
 from ..ir.program import Program
 from ..ir.types import program_typer
-from ..loop_ast import Node
+from ..loop_ast import For, Node, walk
 from ..schedule.schedule import Schedule
 from .host import HostPlanner, Launch
 from .kgen import KernelPrinter, contains_contraction
@@ -50,6 +50,8 @@ def generate_module(program: Program, ast: Node, schedule: Schedule, model: Laun
             if contains_contraction(body, program, typer, chain[-2].var, chain[-1].var):
                 return model.dot_block[:2]
             return model.block
+        if any(isinstance(n, For) for n in walk(body)):
+            return (model.block[0],)  # loops inside run in chunks along a second axis: few lanes here
         return (model.block[0] * model.block[1],)
 
     planner = HostPlanner(program, schedule, sides)

@@ -12,6 +12,10 @@ from ..loop_ast import Node
 from ..schedule.dependences import Dependences
 from ..schedule.pluto import FUSION_POLICIES
 from ..schedule.schedule import Schedule
+from ..loop_ast import build_loop_ast
+from ..schedule.legality import prove_legal
+from ..schedule.permute import parallel_outward
+from .host import launch_chains
 from .kernel import TritonKernel
 from .module import generate_module
 from .target import arch_for, launch_model
@@ -19,7 +23,8 @@ from .target import arch_for, launch_model
 #: Options of the GPU targets, with their defaults and a description.
 GPU_OPTIONS: dict[str, tuple[Any, str]] = {
     "schedule": ("auto", "'pluto', 'original', or 'auto' (Pluto unless it has fewer parallel loops)"),
-    "fuse": ("smart", "fusion policy of the scheduler: 'smart', 'max' or 'none'"),
+    "fuse": ("auto", "fusion policy of the scheduler: 'smart', 'max', 'none', or 'auto': 'max' where it "
+                     "makes fewer launches without fewer grid loops, else 'smart'"),
     "arch": (None, "architecture the launch model targets and asm() defaults to: sm_80, sm_90 (nvgpu, "
                    "default sm_90); gfx90a, gfx942, gfx1100 (amdgpu, default gfx942)"),
     "block": (None, "block side of elementwise kernels, a power of two (default: the model's)"),
@@ -41,12 +46,44 @@ def check_gpu_options(target: str, options: Mapping[str, Any] | None) -> dict[st
     merged = {k: opts.get(k, default) for k, (default, _) in GPU_OPTIONS.items()}
     if merged["schedule"] not in ("auto", "pluto", "original"):
         raise OptionError(f"option 'schedule' must be 'auto', 'pluto' or 'original', got {merged['schedule']!r}")
-    if merged["fuse"] not in FUSION_POLICIES:
-        raise OptionError(f"option 'fuse' must be one of {', '.join(FUSION_POLICIES)}, got {merged['fuse']!r}")
+    if merged["fuse"] not in (*FUSION_POLICIES, "auto"):
+        raise OptionError(f"option 'fuse' must be one of {', '.join(FUSION_POLICIES)} or 'auto', got "
+                          f"{merged['fuse']!r}")
     if merged["fp32_dot"] not in ("ieee", "tf32"):
         raise OptionError(f"option 'fp32_dot' must be 'ieee' or 'tf32', got {merged['fp32_dot']!r}")
     arch_for(target, merged["arch"])
     return merged
+
+
+def _candidate(prog: Program, deps: Dependences, opts: dict[str, Any], fuse: str) -> tuple[Schedule, list[str], Node]:
+    from ..compiler import choose_schedule
+    schedule, decisions = choose_schedule(prog, deps, opts["schedule"], fuse, False, None)
+    if schedule.bands:
+        permuted = parallel_outward(schedule, deps)
+        if permuted is not schedule:
+            prove_legal(permuted.map, deps, what=f"{prog.name}: the GPU band order")
+            decisions += [f"scheduler: {d}" for d in permuted.decisions[len(schedule.decisions):]]
+            schedule = permuted
+    return schedule, decisions, build_loop_ast(prog, schedule, deps)
+
+
+def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any]) -> tuple[Schedule, list[str], Node]:
+    """The schedule (untiled: kernels block their parallel loops themselves), with the band order that puts
+    parallel loops outward, and its loop AST.  ``fuse='auto'`` compares Pluto's smart and maximal fusion
+    by the launches they make: maximal fusion wins when it makes fewer launches and keeps as many grid
+    loops in the smallest and in the largest launch."""
+    if opts["fuse"] != "auto":
+        return _candidate(prog, deps, opts, opts["fuse"])
+    smart = _candidate(prog, deps, opts, "smart")
+    if opts["schedule"] == "original":
+        return smart
+    fused = _candidate(prog, deps, opts, "max")
+    a, b = launch_chains(smart[2]), launch_chains(fused[2])
+    if len(b) < len(a) and min(b) >= min(a) and max(b) >= max(a):
+        why = f"fusion 'max' ({len(b)} launch(es), grid loops {b}) over 'smart' ({len(a)}, {a})"
+        return fused[0], fused[1] + [f"GPU: {why}"], fused[2]
+    return smart[0], smart[1] + [f"GPU: fusion 'smart' ({len(a)} launch(es), grid loops {a}); 'max' gives "
+                                 f"{len(b)}, {b}"], smart[2]
 
 
 def compile_gpu(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, *, target: str,
