@@ -65,13 +65,9 @@ def loop_box(program: Program, schedule: Schedule, node: Node, host_dims: list[i
     """Exact lowest and highest value of time dimensions ``dims`` over the statements under ``node``, as
     functions of the parameters and of the host loops' counters (time dimensions ``host_dims``)."""
     stmts = _statements(node)
-    scheduled = schedule.map.intersect_domain(program.domain)
-    maps = [m for m in scheduled.get_map_list() if m.get_tuple_name(isl.dim_type.in_) in stmts] \
-        if hasattr(scheduled.get_map_list(), "__iter__") else []
-    if not maps:
-        lst = scheduled.get_map_list()
-        maps = [lst.get_at(i) for i in range(lst.n_map())]
-        maps = [m for m in maps if m.get_tuple_name(isl.dim_type.in_) in stmts]
+    scheduled = schedule.map.intersect_domain(program.domain).get_map_list()
+    maps = [scheduled.get_at(i) for i in range(scheduled.n_map())]
+    maps = [m for m in maps if m.get_tuple_name(isl.dim_type.in_) in stmts]
     points = maps[0].range()
     for m in maps[1:]:
         points = points.union(m.range())

@@ -368,7 +368,7 @@ class KernelPrinter:
                 "min": f"tl.minimum({a}, {b})"}[op]
 
     def reduction(self, reds: list[Reduction], depth: int, ctx: _Ctx) -> None:
-        """``T op= f`` over a loop (several statements sharing it: one pass): chunks of ``reduce_block``
+        """``T op= f`` over a loop (several statements sharing it: one pass): chunks (:meth:`chunk_side`)
         iterations reduced along a new innermost axis."""
         for name in {a.array for red in reds for a in accesses(red.term)}:
             self.flush(name)

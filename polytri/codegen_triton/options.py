@@ -8,13 +8,12 @@ from typing import Any
 from .. import dtypes
 from ..errors import OptionError
 from ..ir.program import Program
-from ..loop_ast import Node
+from ..loop_ast import Node, build_loop_ast
 from ..schedule.dependences import Dependences
-from ..schedule.pluto import FUSION_POLICIES
-from ..schedule.schedule import Schedule
-from ..loop_ast import build_loop_ast
 from ..schedule.legality import prove_legal
 from ..schedule.permute import parallel_outward
+from ..schedule.pluto import FUSION_POLICIES
+from ..schedule.schedule import Schedule
 from .host import launch_chains
 from .kernel import TritonKernel
 from .module import generate_module

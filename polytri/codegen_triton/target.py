@@ -70,8 +70,6 @@ class LaunchModel:
     """Block sides for one and two vector dimensions: ``(B,)`` uses ``block[0] * block[1]`` elements."""
     dot_block: tuple[int, int, int]
     """(M, N, K) tile of a contraction mapped to ``tl.dot``."""
-    reduce_block: int
-    """Chunk of a reduction loop reduced with ``tl.sum`` / ``tl.max`` / ``tl.min`` at a time."""
     num_warps: int
     """Warps per program."""
     num_stages: int
@@ -114,4 +112,4 @@ def launch_model(arch: GPUArch, *, element_bytes: int, dot_bytes: int | None,
         num_warps = 8 if dot_block[0] * dot_block[1] >= 128 * 128 and arch.warp_size == 32 else 4
     if num_stages is None:
         num_stages = 4 if arch.shared_memory >= 200 * 1024 else (3 if arch.shared_memory >= 128 * 1024 else 2)
-    return LaunchModel(b, dot_block, 64, _pow2(num_warps, "num_warps"), int(num_stages))
+    return LaunchModel(b, dot_block, _pow2(num_warps, "num_warps"), int(num_stages))
