@@ -279,6 +279,7 @@ def _gpu_benchmark_module():
 @pytest.mark.parametrize("build, params", [
     ("_blur_program", {"C": 2, "H": 11, "W": 13}),
     ("_softmax_program", {"M": 5, "N": 70}),
+    ("_layernorm_program", {"M": 5, "N": 70}),
     ("_matmul_program", {"M": 9, "N": 17, "K": 33}),
 ])
 def test_gpu_benchmark_programs_match_reference(build: str, params: dict[str, int]) -> None:
@@ -310,3 +311,22 @@ def test_gpu_benchmark_exits_cleanly_without_a_gpu(capsys: pytest.CaptureFixture
         pytest.skip("a GPU is present: the benchmark would run")
     assert _gpu_benchmark_module().main([]) == 0
     assert "no CUDA/ROCm GPU" in capsys.readouterr().out
+
+
+def test_batched_contraction_with_transposed_operands_uses_tl_dot() -> None:
+    import torch
+    p = pt.Program("bmm_t", params=["Bt", "M", "N", "K"])
+    p.array("A", ("Bt", "K", "M"), "float16")
+    p.array("B", ("Bt", "N", "K"), "float16")
+    p.array("C", ("Bt", "M", "N"), "float32")
+    with p.loop("b", 0, "Bt"), p.loop("i", 0, "M"), p.loop("j", 0, "N"):
+        p.assign("C[b, i, j] = 0.0")
+        with p.loop("k", 0, "K"):
+            p.assign("C[b, i, j] += float32(A[b, k, i]) * float32(B[b, j, k])")
+    k = pt.compile(p, target="nvgpu")
+    assert len(k.kernels) == 1 and "tl.dot(" in k.source and "tl.program_id(2)" in k.source
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(3, 33, 20, generator=g).half(), torch.randn(3, 17, 33, generator=g).half()
+    c = torch.zeros(3, 20, 17)
+    k(A=a, B=b, C=c)
+    torch.testing.assert_close(c, torch.einsum("bki,bjk->bij", a.float(), b.float()), rtol=1e-4, atol=1e-4)
