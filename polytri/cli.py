@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _first_paragraph(module: str) -> str:
     import importlib
     doc = importlib.import_module(f"polytri.{module}").__doc__ or ""
-    return doc.split("\n\n")[0].strip()
+    return doc.split("\n\n")[0].strip().replace("``", "")
 
 
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -100,7 +100,9 @@ def draw_graph(data: GraphData, ax: Any) -> None:
         colour = TILE_COLORS[(number - 1) % len(TILE_COLORS)]
         ax.add_patch(FancyBboxPatch((x0, -0.4), x1 - x0, 0.8, boxstyle="round,pad=0.05,rounding_size=0.2",
                                     facecolor=colour, alpha=0.5, edgecolor="#333333", linewidth=1.0, zorder=0))
-        loops = f"{group.shared_loops} shared loop{'s' if group.shared_loops != 1 else ''}"
+        plural = "s" if group.shared_loops != 1 else ""
+        loops = (f"{group.shared_loops} loop{plural}" if len(group.statements) == 1
+                 else f"{group.shared_loops} shared loop{plural}")
         handles.append(Patch(facecolor=colour, alpha=0.5, edgecolor="#333333",
                              label=f"nest {number} ({', '.join(group.statements)}): {loops}"))
     for name, (x, y) in pos.items():
