@@ -65,6 +65,11 @@ class TritonKernel:
         return self._schedule.map
 
     @property
+    def decisions(self) -> list[str]:
+        """Every decision of the compilation (schedule, fusion, parallel loops, launches), in order."""
+        return list(self._decisions)
+
+    @property
     def schedule_info(self) -> Schedule:
         return self._schedule
 

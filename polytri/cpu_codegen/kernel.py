@@ -92,6 +92,11 @@ class CpuKernel:
         return self._schedule.map
 
     @property
+    def decisions(self) -> list[str]:
+        """Every decision of the compilation (schedule, fusion, parallel loops, launches), in order."""
+        return list(self._decisions)
+
+    @property
     def schedule_info(self) -> Schedule:
         """The final schedule with its facts: bands, parallel and scalar dimensions, decisions."""
         return self._schedule
