@@ -22,8 +22,8 @@ from .target import arch_for, launch_model
 #: Options of the GPU targets, with their defaults and a description.
 GPU_OPTIONS: dict[str, tuple[Any, str]] = {
     "schedule": ("auto", "'pluto', 'original', or 'auto' (Pluto unless it has fewer parallel loops)"),
-    "fuse": ("auto", "fusion policy of the scheduler: 'smart', 'max', 'none', or 'auto': 'max' where it "
-                     "makes fewer launches without fewer grid loops, else 'smart'"),
+    "fuse": ("auto", "fusion policy of the scheduler: 'smart', 'max', 'none', or 'auto': the one whose "
+                     "launches keep the most grid loops, then make the fewest launches"),
     "arch": (None, "architecture the launch model targets and asm() defaults to: sm_80, sm_90 (nvgpu, "
                    "default sm_90); gfx90a, gfx942, gfx1100 (amdgpu, default gfx942)"),
     "block": (None, "block side of elementwise kernels, a power of two (default: the model's)"),
@@ -68,21 +68,26 @@ def _candidate(prog: Program, deps: Dependences, opts: dict[str, Any], fuse: str
 
 def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any]) -> tuple[Schedule, list[str], Node]:
     """The schedule (untiled: kernels block their parallel loops themselves), with the band order that puts
-    parallel loops outward, and its loop AST.  ``fuse='auto'`` compares Pluto's smart and maximal fusion
-    by the launches they make: maximal fusion wins when it makes fewer launches and keeps as many grid
-    loops in the smallest and in the largest launch."""
+    parallel loops outward, and its loop AST.  ``fuse='auto'`` compares Pluto's smart, maximal and no
+    fusion by the launches they make: most grid loops in the launch with fewest, then fewest launches,
+    then most grid loops in the launch with most (fusion that serializes a parallel loop loses to
+    separate kernels; fusion that keeps the grid wins)."""
     if opts["fuse"] != "auto":
         return _candidate(prog, deps, opts, opts["fuse"])
-    smart = _candidate(prog, deps, opts, "smart")
     if opts["schedule"] == "original":
-        return smart
-    fused = _candidate(prog, deps, opts, "max")
-    a, b = launch_chains(smart[2]), launch_chains(fused[2])
-    if len(b) < len(a) and min(b) >= min(a) and max(b) >= max(a):
-        why = f"fusion 'max' ({len(b)} launch(es), grid loops {b}) over 'smart' ({len(a)}, {a})"
-        return fused[0], fused[1] + [f"GPU: {why}"], fused[2]
-    return smart[0], smart[1] + [f"GPU: fusion 'smart' ({len(a)} launch(es), grid loops {a}); 'max' gives "
-                                 f"{len(b)}, {b}"], smart[2]
+        return _candidate(prog, deps, opts, "smart")
+    best = None
+    summary = []
+    for fuse in ("smart", "max", "none"):
+        cand = _candidate(prog, deps, opts, fuse)
+        chains = launch_chains(cand[2])
+        key = (min(chains), -len(chains), max(chains))
+        summary.append(f"'{fuse}': {len(chains)} launch(es), grid loops {chains}")
+        if best is None or key > best[0]:
+            best = (key, fuse, cand)
+    assert best is not None
+    _, fuse, (schedule, decisions, ast) = best
+    return schedule, decisions + [f"GPU: fusion '{fuse}' chosen ({'; '.join(summary)})"], ast
 
 
 def compile_gpu(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, *, target: str,
