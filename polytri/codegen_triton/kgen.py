@@ -443,6 +443,18 @@ class KernelPrinter:
         self.emit(depth, f"{cv} = tl.max({ctx.mask}.to(tl.int32), axis=0)[None, :] > 0")
         lo_t = self.scalar_bound(lo, ctx, "min", depth)
         hi_t = self.scalar_bound(hi, ctx, "max", depth)
+        # bounds of k that vary with the other tile's dimension: per row (column) of a tile, the range of
+        # its active lanes, so that every element loaded belongs to a statement instance
+        bound_dims = self.vector_in(lo) | self.vector_in(hi)
+        ranges: dict[str, tuple[str, str]] = {}
+        for which, other, axis, widen in (("x", cols, 1, "[:, None]"), ("y", rows, 0, "[None, :]")):
+            if other in bound_dims:
+                lo_r, hi_r = self.fresh("lo"), self.fresh("hi")
+                self.emit(depth, f"{lo_r} = tl.min(tl.where({ctx.mask}, {index_text(lo, ctx.names)}, "
+                                 f"2147483647), axis={axis}){widen}")
+                self.emit(depth, f"{hi_r} = tl.max(tl.where({ctx.mask}, {index_text(hi, ctx.names)}, "
+                                 f"-2147483647), axis={axis}){widen}")
+                ranges[which] = (lo_r, hi_r)
         acc, kb = self.fresh("acc"), self.fresh("k")
         self.emit(depth, f"{acc} = tl.zeros(({b0}, {b1}), {acc_t})")
         self.emit(depth, f"for {kb} in range({lo_t}, {hi_t}, {bk}):")
@@ -450,22 +462,13 @@ class KernelPrinter:
         self.emit(depth + 1, f"{kx} = {kb} + tl.arange(0, {bk})[None, :]")
         self.emit(depth + 1, f"{ky} = {kb} + tl.arange(0, {bk})[:, None]")
         tiles = []
-        bound_dims = self.vector_in(lo) | self.vector_in(hi)
-        for operand, kname, valid, other in ((con.x, kx, rv, cols), (con.y, ky, cv, rows)):
+        for operand, kname, valid, which in ((con.x, kx, rv, "x"), (con.y, ky, cv, "y")):
             names = {**ctx.names, loop.var: kname}
             ptr = self.pointer(operand, names, None)
             tile = self.fresh("t")
             tmask = self.fresh("m")
-            # bounds of k that vary with the other tile's dimension: per row (column) of this tile, the
-            # range of its active lanes, so that every element loaded belongs to a statement instance
-            if other in bound_dims:
-                axis, widen = (1, "[:, None]") if operand is con.x else (0, "[None, :]")
-                lo_r, hi_r = self.fresh("lo"), self.fresh("hi")
-                self.emit(depth + 1, f"{lo_r} = tl.min(tl.where({ctx.mask}, {index_text(lo, ctx.names)}, "
-                                     f"2147483647), axis={axis}){widen}")
-                self.emit(depth + 1, f"{hi_r} = tl.max(tl.where({ctx.mask}, {index_text(hi, ctx.names)}, "
-                                     f"-2147483647), axis={axis}){widen}")
-                guard = f"({kname} >= {lo_r}) & ({kname} < {hi_r})"
+            if which in ranges:
+                guard = f"({kname} >= {ranges[which][0]}) & ({kname} < {ranges[which][1]})"
             else:
                 guard = self.loop_guard(loop, names)
             self.emit_mask(depth + 1, tmask, f"{valid} & {guard}")
