@@ -43,6 +43,8 @@ CPU_OPTIONS: dict[str, tuple[Any, str]] = {
     "threads": (None, "OpenMP thread count (default: OpenMP's own)"),
     "cc": (None, "C compiler (default: $CC or 'cc')"),
     "cflags": ((), "extra compiler flags, appended to the defaults"),
+    "temporaries": ((), "arrays whose contents after the call do not matter: their producers may be "
+                        "recomputed in their consumers instead of stored (see polytri.fusion)"),
 }
 
 
@@ -86,6 +88,7 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
         from .codegen_triton.options import check_gpu_options
         opts = check_gpu_options(target, options)
     verify(prog)
+    prog, fusion = _inline_temporaries(prog, opts["temporaries"])
     deps = compute_dependences(prog)
     # GPU kernels block their parallel loops themselves: the schedule stays untiled
     if target == "cpu":
@@ -95,6 +98,7 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     else:
         from .codegen_triton.options import gpu_schedule
         schedule, decisions, ast = gpu_schedule(prog, deps, opts)
+    decisions = [f"fusion: {d}" for d in fusion] + decisions
     for n in walk(ast):
         if isinstance(n, For):
             what = "parallel" if n.parallel else "carries a dependence"
@@ -113,6 +117,22 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     library = build_library(source, cc=opts["cc"], flags=flags)
     decisions.append(f"built with {opts['cc']} {' '.join(flags)}")
     return CpuKernel(prog, schedule, deps, source, library, function, opts, decisions)
+
+
+def _inline_temporaries(prog: Program, temporaries: Any) -> tuple[Program, list[str]]:
+    """Recompute the producers of the arrays declared temporary (option ``temporaries``)."""
+    temps = [temporaries] if isinstance(temporaries, str) else list(temporaries or ())
+    unknown = [t for t in temps if t not in {a.name for a in prog.arrays}]
+    if unknown:
+        raise OptionError(f"option 'temporaries' names {', '.join(map(repr, unknown))}, not arrays of program "
+                          f"{prog.name!r}; its arrays: {', '.join(a.name for a in prog.arrays)}")
+    if not temps:
+        return prog, []
+    from .fusion import inline_producers
+    inlined, decisions = inline_producers(prog, temps)
+    if inlined is not prog:
+        verify(inlined)
+    return inlined, decisions
 
 
 def _dump(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, source: str,

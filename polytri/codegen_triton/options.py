@@ -30,6 +30,8 @@ GPU_OPTIONS: dict[str, tuple[Any, str]] = {
     "dot_block": (None, "(M, N, K) tile of tl.dot contractions, powers of two (default: the model's)"),
     "num_warps": (None, "warps per program (default: the model's)"),
     "num_stages": (None, "software pipeline stages of tl.dot loops (default: the model's)"),
+    "temporaries": ((), "arrays whose contents after the call do not matter: their producers may be "
+                        "recomputed in their consumers instead of stored (see polytri.fusion)"),
     "fp32_dot": ("ieee", "float32 contractions: 'ieee' (exact products, as the reference) or 'tf32' "
                          "(tensor cores, 10-bit mantissa products)"),
 }

@@ -1,0 +1,187 @@
+"""Producer inlining: a temporary array's producer recomputed inside its consumers instead of stored.
+
+When the caller declares an array *temporary* (its contents after the call do not matter: an
+intermediate of a torch graph, the horizontal pass of a separable blur), a statement ``P`` that is the
+only writer of that array can be substituted into every statement that reads it: the read ``T[g(j)]``
+becomes ``P``'s value at the instance that wrote ``T[g(j)]``.  The consumer then no longer depends on
+``P``, the two fuse without any shift, and ``T`` is never written: fusion with recomputation, in its
+simplest (per-use) form.
+
+Inlining is exact when, proved with isl:
+
+* ``P`` writes each element once (its subscripts are distinct iterators plus constants, so the instance
+  that wrote an element is known), and every element a consumer reads was written by ``P``, earlier in
+  the original order;
+* ``P`` reads only arrays that no statement writes (so its inputs have the same values when recomputed)
+  and does not read ``T`` itself.
+
+It pays when the recomputed work is small: the producer's expression has at most ``max_nodes`` nodes and
+each consumer reads ``T`` at most ``max_reads`` times (the blur's vertical pass reads five rows of the
+horizontal one: five recomputations of five additions against a round trip through memory).  Every
+decision is logged in ``polytri.fusion`` with its reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import replace
+
+import islpy as isl
+
+from ..ir.affine import linear
+from ..ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, Var, accesses
+from ..ir.program import Program, Statement
+
+log = logging.getLogger("polytri.fusion")
+
+
+def _solve(st: Statement) -> dict[str, tuple[int, int]] | None:
+    """Each iterator of ``st`` as (subscript position, offset) of its target: ``T[i + 1, j]`` gives
+    ``i = x0 - 1, j = x1``; ``None`` when the target is not such a permutation with offsets."""
+    out: dict[str, tuple[int, int]] = {}
+    for pos, idx in enumerate(st.target.index):
+        lin = linear(idx)
+        if lin is None:
+            return None
+        coeffs, const = lin
+        iters = {k: v for k, v in coeffs.items() if k in st.iterators}
+        if len(iters) != 1 or len(coeffs) != 1 or next(iter(iters.values())) != 1:
+            return None
+        name = next(iter(iters))
+        if name in out:
+            return None
+        out[name] = (pos, const)
+    return out if set(out) == set(st.iterators) else None
+
+
+def _subst(e: Expr, env: dict[str, Expr]) -> Expr:
+    if isinstance(e, Var):
+        return env.get(e.name, e) if e.kind == "iter" else e
+    if isinstance(e, Access):
+        return Access(e.array, tuple(_subst(i, env) for i in e.index))
+    if isinstance(e, Unary):
+        return Unary(e.op, _subst(e.operand, env))
+    if isinstance(e, Binary):
+        return Binary(e.op, _subst(e.lhs, env), _subst(e.rhs, env))
+    if isinstance(e, Call):
+        return Call(e.func, tuple(_subst(a, env) for a in e.args))
+    if isinstance(e, Cast):
+        return Cast(e.dtype, _subst(e.operand, env))
+    return e
+
+
+def _replace_reads(e: Expr, array: str, make) -> Expr:
+    """``e`` with every read of ``array`` replaced by ``make(access)``."""
+    if isinstance(e, Access):
+        return make(e) if e.array == array else e
+    if isinstance(e, Unary):
+        return Unary(e.op, _replace_reads(e.operand, array, make))
+    if isinstance(e, Binary):
+        return Binary(e.op, _replace_reads(e.lhs, array, make), _replace_reads(e.rhs, array, make))
+    if isinstance(e, Call):
+        return Call(e.func, tuple(_replace_reads(a, array, make) for a in e.args))
+    if isinstance(e, Cast):
+        return Cast(e.dtype, _replace_reads(e.operand, array, make))
+    return e
+
+
+def _offset(e: Expr, k: int) -> Expr:
+    if k == 0:
+        return e
+    return Binary("-" if k > 0 else "+", e, Const(abs(k)))
+
+
+def _time(program: Program, st: Statement) -> isl.UnionMap:
+    return program.schedule.intersect_domain(isl.UnionSet.from_set(st.domain))
+
+
+def _written_before_read(program: Program, producer: Statement, consumer: Statement, acc: Access) -> str | None:
+    """Why reading ``acc`` in ``consumer`` does not always see ``producer``'s value, or ``None``."""
+    params = program.params
+    write = isl.UnionMap.from_map(producer.access_map(producer.target, params)).intersect_params(program.context)
+    read = isl.UnionMap.from_map(consumer.access_map(acc, params)).intersect_params(program.context)
+    if not read.range().is_subset(write.range()):
+        return f"{consumer.name} reads elements of {acc.array} that {producer.name} does not write"
+    sources = read.apply_range(write.reverse())  # consumer instance -> the producer instance it reads
+    later = _time(program, consumer).lex_gt_union_map(_time(program, producer))
+    if not sources.is_subset(later):
+        return f"{consumer.name} may read {acc.array} before {producer.name} writes it"
+    return None
+
+
+def _size(e: Expr) -> int:
+    """Nodes of an expression, an array element counting as one (its subscripts are address arithmetic)."""
+    if isinstance(e, Unary | Cast):
+        return 1 + _size(e.operand)
+    if isinstance(e, Binary):
+        return 1 + _size(e.lhs) + _size(e.rhs)
+    if isinstance(e, Call):
+        return 1 + sum(_size(a) for a in e.args)
+    return 1
+
+
+def _candidate(program: Program, array: str, written: set[str], max_nodes: int) -> Statement | str:
+    """The producer of temporary ``array`` if it can be inlined, else the reason it cannot."""
+    writers = [s for s in program.statements if s.target.array == array]
+    if len(writers) != 1:
+        return f"{array} is written by {len(writers)} statements"
+    p = writers[0]
+    if _solve(p) is None:
+        return f"{p.name} writes {array} through subscripts that are not its iterators plus constants"
+    inputs = {a.array for a in accesses(p.value)}
+    if array in inputs:
+        return f"{p.name} reads {array} itself"
+    if inputs & written:
+        return f"{p.name} reads {', '.join(sorted(inputs & written))}, which the program writes"
+    size = _size(p.value)
+    if size > max_nodes:
+        return f"{p.name}'s expression has {size} nodes (recomputation budget {max_nodes})"
+    return p
+
+
+def inline_producers(program: Program, temporaries: Iterable[str], *, max_nodes: int = 32,
+                     max_reads: int = 9) -> tuple[Program, list[str]]:
+    """``program`` with the producers of temporary arrays recomputed in their consumers, and the decisions."""
+    decisions: list[str] = []
+    names = {a.name for a in program.arrays}
+    for array in [t for t in temporaries if t in names]:
+        written = {s.target.array for s in program.statements}
+        found = _candidate(program, array, written, max_nodes)
+        if isinstance(found, str):
+            decisions.append(f"temporary {array} kept in memory: {found}")
+            continue
+        p = found
+        readers = [s for s in program.statements if s is not p and any(a.array == array for a in s.reads)]
+        why = None
+        for r in readers:
+            reads = [a for a in r.reads if a.array == array]
+            if len(reads) > max_reads:
+                why = f"{r.name} reads {array} {len(reads)} times (budget {max_reads})"
+            for acc in reads:
+                why = why or _written_before_read(program, p, r, acc)
+        if why:
+            decisions.append(f"temporary {array} kept in memory: {why}")
+            continue
+        solution = _solve(p)
+        assert solution is not None
+
+        def recompute(acc: Access, p: Statement = p, solution: dict = solution) -> Expr:
+            env = {it: _offset(acc.index[pos], k) for it, (pos, k) in solution.items()}
+            return _subst(p.value, env)
+
+        statements = []
+        for s in program.statements:
+            if s is p:
+                continue
+            if s in readers:
+                s = replace(s, value=_replace_reads(s.value, array, recompute))
+            statements.append(s)
+        program = replace(program, statements=tuple(statements), _cache={})
+        decisions.append(f"{p.name} ({p.text()}) recomputed in {', '.join(r.name for r in readers) or 'no statement'}; "
+                         f"temporary {array} is not written")
+        log.info("%s: %s", program.name, decisions[-1])
+    for d in decisions:
+        if "kept in memory" in d:
+            log.info("%s: %s", program.name, d)
+    return program, decisions

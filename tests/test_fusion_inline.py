@@ -1,0 +1,90 @@
+"""Recomputation of temporaries (polytri.fusion.inline_producers): exact where isl proves it, refused
+with a reason everywhere else."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polytri as pt
+from polytri.fusion import inline_producers
+from polytri.ir.builder import to_program
+from polytri.suite import KERNELS, copy_args, make_args
+
+
+def _blur() -> pt.Program:
+    return KERNELS["blur"].build()
+
+
+@pytest.mark.parametrize("target", [pytest.param("cpu", marks=pytest.mark.cc),
+                                    pytest.param("nvgpu", marks=pytest.mark.interp)])
+def test_blur_is_one_pass_with_the_horizontal_pass_recomputed(target: str) -> None:
+    k = KERNELS["blur"]
+    prog = _blur()
+    kern = pt.compile(prog, target=target, options={"temporaries": ["tmp"]})
+    assert [s.name for s in kern.program.statements] == ["S1"]
+    assert any("recomputed in S1" in d for d in kern.decisions)
+    if target == "nvgpu":
+        assert len(kern.kernels) == 1 and "pt_tmp +" not in kern.source.split("def pt_host")[0]
+    args = make_args(k, k.small, seed=0)
+    want, got = copy_args(args), copy_args(args)
+    pt.reference(prog, **want)
+    kern(**got)
+    np.testing.assert_array_equal(got["out"], want["out"])
+    np.testing.assert_array_equal(got["tmp"], args["tmp"])  # never written
+
+
+def _program(body: list[str], *, extra_write: bool = False) -> pt.Program:
+    p = pt.Program("chain", params=["N"])
+    p.array("x", ("N + 2",), "float64")
+    p.array("t", ("N + 2",), "float64")
+    p.array("y", ("N",), "float64")
+    with p.loop("i", 0, "N"):
+        for text in body:
+            p.assign(text)
+    if extra_write:
+        with p.loop("i", 0, "N"):
+            p.assign("x[i] = 0.0")
+    return p
+
+
+def _decisions(p: pt.Program, temps: list[str]) -> tuple[list[str], int]:
+    prog = to_program(p)
+    out, decisions = inline_producers(prog, temps)
+    return decisions, len(out.statements)
+
+
+def test_refusals_name_their_reason() -> None:
+    d, n = _decisions(_program(["t[i] = x[i] * 2", "t[i] = t[i] + 1", "y[i] = t[i]"]), ["t"])
+    assert n == 3 and "t is written by 2 statements" in d[0]
+    d, n = _decisions(_program(["t[i + 1] = x[i] * 2", "y[i] = t[i]"]), ["t"])
+    assert n == 2 and "reads elements of t that S0 does not write" in d[0]
+    d, n = _decisions(_program(["y[i] = t[i + 1]", "t[i + 1] = x[i] * 2"]), ["t"])
+    assert n == 2 and "before S1 writes it" in d[0]
+    d, n = _decisions(_program(["t[i] = x[i] * 2", "y[i] = t[i]"], extra_write=True), ["t"])
+    assert n == 3 and "reads x, which the program writes" in d[0]
+    d, n = _decisions(_program(["t[2 * i] = x[i]", "y[i] = t[2 * i]"]), ["t"])
+    assert n == 2 and "not its iterators plus constants" in d[0]
+
+
+def test_inlined_chain_equals_the_reference_on_the_other_arrays() -> None:
+    p = _program(["t[i + 1] = x[i + 1] * x[i] + 1", "y[i] = t[i + 1] * 3"])
+    prog, d = inline_producers(to_program(p), ["t"])
+    assert len(prog.statements) == 1 and "recomputed in S1" in d[0]
+    x = np.linspace(-1, 1, 9)
+    t0, y0 = np.zeros(9), np.zeros(7)
+    want = {"x": x.copy(), "t": t0.copy(), "y": y0.copy()}
+    pt.reference(p, **want)
+    got = {"x": x.copy(), "t": t0.copy(), "y": y0.copy()}
+    pt.reference(prog, **got)
+    np.testing.assert_array_equal(got["y"], want["y"])
+
+
+def test_unread_temporary_producer_is_removed() -> None:
+    d, n = _decisions(_program(["t[i] = x[i] * 2", "y[i] = x[i]"]), ["t"])
+    assert n == 1 and "recomputed in no statement" in d[0]
+
+
+def test_temporaries_option_names_arrays() -> None:
+    with pytest.raises(pt.OptionError, match="'nope', not arrays of program 'blur'; its arrays: img, tmp, out"):
+        pt.compile(_blur(), options={"temporaries": ["nope"]})
