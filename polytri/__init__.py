@@ -21,9 +21,9 @@ from .errors import (
 )
 from .frontend import Kernel, bf16, bool_, f16, f32, f64, i8, i32, i64, kernel
 from .ir.builder import ProgramBuilder as Program
+from .jit import explain, jit
 from .reference import reference
 from .schedule.dependences import Dependences, dependences
-from .jit import explain, jit
 
 __version__ = "0.1.0"
 

@@ -63,6 +63,12 @@ def _record(report: GraphReport) -> None:
 
 def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any], options: TorchOptions) -> Callable[..., Any]:
     """Compile an ATen graph; returns ``gm.forward`` (eager) with a warning when anything fails."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():  # aot_autograd calls compilers inside its fake mode
+        return _compile_graph(gm, example_inputs, options)
+
+
+def _compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any], options: TorchOptions) -> Callable[..., Any]:
     devices = [x.device for x in example_inputs if isinstance(x, torch.Tensor)]
     target = options.target or default_target(devices)
     consts = tuple(describe_value(getattr(gm, n.target)) + (_digest(getattr(gm, n.target)),)
@@ -112,10 +118,10 @@ class PolytriBackend:
         self.options = check_options(options)
 
     def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-        from torch._functorch.aot_autograd import aot_module_simplified
+        from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
         def fw(fx_gm: fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
-            return compile_graph(fx_gm, inputs, self.options)
+            return make_boxed_func(compile_graph(fx_gm, inputs, self.options))
         try:
             return aot_module_simplified(gm, example_inputs, fw_compiler=fw, decompositions=decompositions())
         except Exception as exc:  # noqa: BLE001 - tracing to ATen failed: this graph runs in eager
@@ -157,9 +163,10 @@ def polytri_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], options: 
 
 def register() -> None:
     """Register ``polytri`` with Dynamo (idempotent)."""
-    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
-    if "polytri" not in _COMPILER_FNS:
-        register_backend(polytri_backend, name="polytri")
+    from torch._dynamo.backends.registry import _BACKENDS, _COMPILER_FNS, register_backend
+    if "polytri" in _COMPILER_FNS or _BACKENDS.get("polytri") is not None:
+        return  # registered, or being loaded through the entry point (Dynamo registers it then)
+    register_backend(polytri_backend, name="polytri")
 
 
 register()

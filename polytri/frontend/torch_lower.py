@@ -111,6 +111,13 @@ class Segment:
     """Every array: name -> (shape texts, dtype)."""
     groups: list[list[str]] = field(default_factory=list)
     """Nodes computed in one statement (inlined elementwise chains), by FX name."""
+    views: dict[fx.Node, tuple[str, list[fx.Node]]] = field(default_factory=dict)
+    """Outputs that are views of a stored array: the array and the view nodes torch applies to it."""
+    bases: dict[str, tuple[tuple[str, ...], torch.dtype]] = field(default_factory=dict)
+    """Arrays that are only seen through such views (allocated at each call, like outputs)."""
+    contraction: bool = False
+    """Whether the program has a matrix product or an accumulated convolution (its loop order is kept,
+    see torch_options)."""
 
 
 class SegmentLowering:
@@ -127,6 +134,7 @@ class SegmentLowering:
         self.current: fx.Node | None = None
         self.decls: dict[str, tuple[tuple[str, ...], torch.dtype]] = {}
         self.inlined: dict[fx.Node, list[str]] = {}
+        self.chains: dict[fx.Node, tuple[str, list[fx.Node]]] = {}
         self.name = name
 
     # -- values ------------------------------------------------------------------------------------
@@ -195,16 +203,18 @@ class SegmentLowering:
     # -- statements --------------------------------------------------------------------------------
     def emit(self, target: str, shape: Sequence[str], rhs: Callable[[tuple[str, ...], tuple[str, ...]], str],
              op: str = "=", red: Sequence[str] = (), guard: Sequence[str] = (),
-             index: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None) -> None:
+             index: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None,
+             target_index: Callable[[tuple[str, ...], tuple[str, ...]], tuple[str, ...]] | None = None) -> None:
         """Add ``target[i...] op rhs(i..., r...)`` over ``shape`` (then the reduction loops ``red``), where
         every affine condition of ``guard`` holds."""
         if any(str(e).strip() == "0" for e in (*shape, *red)):
             return  # no instances (the scheduler is not handed empty domains)
         iters = tuple(f"i{d}" for d in range(len(shape)))
         reds = tuple(f"r{d}" for d in range(len(red)))
-        tidx = index(iters) if index is not None else iters
+        tidx = target_index(iters, reds) if target_index else index(iters) if index is not None else iters
         text = f"{target}[{', '.join(tidx) if tidx else '0'}] {op} {rhs(iters, reds)}"
-        loops = list(zip(iters, shape)) + list(zip(reds, red))
+        nest = list(zip(iters, shape))
+        loops = (_outer_first(nest) if op == "=" else nest) + list(zip(reds, red))
         if not loops:  # a 0-d value: one iteration (the scheduler wants at least one loop)
             loops = [("i0", "1")]
 
@@ -231,10 +241,17 @@ class SegmentLowering:
             res = self.values[node]
             if isinstance(res, Val):
                 self.values[node] = self._settle(node, res, node in needed)
+                self._track_view(node, res)
         taken: set[str] = set()
         for node in self.segment.outputs:
             v = self.values[node]
             assert isinstance(v, Val)
+            if v.array is None and node in self.chains:
+                base, chain = self.chains[node]  # a view of a stored array: torch makes it, no copy
+                self.segment.views[node] = (base, chain)
+                if base in self.segment.temps:
+                    self.segment.bases[base] = self.segment.temps.pop(base)
+                continue
             if v.array is None or v.array not in self.segment.temps or v.array in taken:
                 name = self.declare(f"out_{node.name}", v.shape, v.dtype)
                 self.emit(name, v.shape, lambda idx, red, v=v: v.load(idx))
@@ -244,12 +261,29 @@ class SegmentLowering:
             self.segment.arrays[node] = v.array
             self.segment.temps.pop(v.array, None)
 
+    def _track_view(self, node: fx.Node, v: Val) -> None:
+        """Remember views (chains of view nodes) of arrays stored by this program."""
+        info = HANDLERS.get(op_name(node))
+        if v.array is not None or v.ops or info is None or info.kind != "view" or not node.args:
+            return
+        src = node.args[0]
+        if not isinstance(src, fx.Node) or src not in self.values:
+            return
+        sv = self.values[src]
+        if isinstance(sv, Val) and sv.array is not None and (sv.array in self.segment.temps
+                                                             or sv.array in self.segment.bases):
+            self.chains[node] = (sv.array, [node])
+        elif src in self.chains:
+            base, chain = self.chains[src]
+            self.chains[node] = (base, [*chain, node])
+
     def _settle(self, node: fx.Node, v: Val, needed: bool) -> Val:
         """Store ``v`` unless it can be computed where it is read."""
         users = self.users.get(node, [])
         if v.ops > 0 and not needed and self.options.inline and len(users) == 1 and users[0] in self.members \
                 and users[0].target is not operator.getitem \
-                and HANDLERS[op_name(users[0])].kind in ("pointwise", "view", "reduce") and v.ops <= MAX_INLINE_OPS:
+                and (HANDLERS[op_name(users[0])].kind in ("pointwise", "view", "reduce") and v.ops <= MAX_INLINE_OPS
+                     or HANDLERS[op_name(users[0])].kind == "reuse"):
             self.inlined.setdefault(users[0], []).extend(self.inlined.pop(node, []) + [node.name])
             return v
         group = self.inlined.pop(node, [])
@@ -273,6 +307,21 @@ class SegmentLowering:
         self.segment.shapes = dict(self.decls)
         self.segment.program = p
         return p
+
+
+#: Leading loops with at most this many iterations are moved inward (after the first longer loop), so
+#: that the outermost loop, the one OpenMP shares among threads, has work for every thread.
+SHORT_LOOP = 4
+
+
+def _outer_first(loops: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``loops`` with short leading constant loops (a batch of 3 images) moved inside the first long one."""
+    k = 0
+    while k < len(loops) and loops[k][1].isdigit() and int(loops[k][1]) <= SHORT_LOOP:
+        k += 1
+    if k == 0 or k == len(loops):
+        return loops
+    return [loops[k]] + loops[:k] + loops[k + 1:]
 
 
 def node_users(graph: fx.Graph) -> dict[fx.Node, list[fx.Node]]:

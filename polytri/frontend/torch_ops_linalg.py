@@ -15,34 +15,50 @@ from .torch_values import Index, LoweringError, Val, array_val, broadcast, cast,
 
 #: Convolutions with at most this many terms per output element are unrolled into one statement.
 MAX_UNROLLED_TERMS = 32
+#: An unrolled convolution recomputes an elementwise or unrolled input inside its own statement (instead of
+#: storing it) while the operations per output element stay within this budget.
+MAX_RECOMPUTE_OPS = 160
 
 
-def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, batched: bool) -> Val:
+def _rows_contiguous(v: Val) -> bool:
+    """Whether ``v`` reads a stored array with its last index as the array's last subscript (consecutive
+    elements of a row are consecutive in memory)."""
+    probe = tuple(f"pt_probe{d}" for d in range(v.rank))
+    text = v.load(probe)
+    return v.ops == 0 and (text.endswith(f", {probe[-1]}]") or text.endswith(f"[{probe[-1]}]"))
+
+
+def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val) -> Val:
+    """``C[.., i, j] = sum_k A[.., i, k] * B[.., k, j]`` in the order (i, k, j): the innermost loop runs
+    along rows of B and C; a B that is not stored row by row (a transposed weight) is copied first."""
     shape, out = ctx.out(node)
     if not out.is_floating_point:
         raise LoweringError("integer matrix products run in eager")
-    a, b = ctx.readable(a, node.name + "_a"), ctx.readable(b, node.name + "_b")
+    a = ctx.readable(a, node.name + "_a")
+    b = ctx.readable(b, node.name + "_b") if _rows_contiguous(b) else ctx.stored(b, node.name + "_b")
     k = a.shape[-1]
     name = ctx.temp(node.name, shape, out)
+    lead = len(shape) - 2
 
     def term(it: Index, r: Index) -> str:
-        lead = it[:-2] if batched else ()
-        x = cast(a.load(lead + (it[-2], r[0])), a.dtype, out)
-        y = cast(b.load(lead + (r[0], it[-1])), b.dtype, out)
+        x = cast(a.load(it[:lead] + (it[lead], it[lead + 1])), a.dtype, out)
+        y = cast(b.load(it[:lead] + (it[lead + 1], it[lead + 2])), b.dtype, out)
         return f"{x} * {y}"
+    ctx.segment.contraction = True
     ctx.emit(name, shape, lambda it, r: "0")
-    ctx.emit(name, shape, lambda it, r: term(it, r), op="+=", red=(k,))
+    loops = shape[:lead] + (shape[lead], k, shape[lead + 1])
+    ctx.emit(name, loops, term, op="+=", index=lambda it: it[:lead] + (it[lead], it[lead + 2]))
     return array_val(name, shape, out)
 
 
 @register("aten.mm.default", kind="reuse")
 def _mm(ctx: SegmentLowering, node: fx.Node) -> Val:
-    return _product(ctx, node, ctx.val(node.args[0]), ctx.val(node.args[1]), False)
+    return _product(ctx, node, ctx.val(node.args[0]), ctx.val(node.args[1]))
 
 
 @register("aten.bmm.default", kind="reuse")
 def _bmm(ctx: SegmentLowering, node: fx.Node) -> Val:
-    return _product(ctx, node, ctx.val(node.args[0]), ctx.val(node.args[1]), True)
+    return _product(ctx, node, ctx.val(node.args[0]), ctx.val(node.args[1]))
 
 
 @register("aten.mv.default", kind="reuse")
@@ -59,7 +75,7 @@ def _mv(ctx: SegmentLowering, node: fx.Node) -> Val:
 @register("aten.addmm.default", kind="reuse")
 def _addmm(ctx: SegmentLowering, node: fx.Node) -> Val:
     bias = ctx.val(node.args[0])
-    prod = _product(ctx, node, ctx.val(node.args[1]), ctx.val(node.args[2]), False)
+    prod = _product(ctx, node, ctx.val(node.args[1]), ctx.val(node.args[2]))
     beta, alpha = node.kwargs.get("beta", 1), node.kwargs.get("alpha", 1)
     shape, out = ctx.out(node)
     bl = broadcast(bias, shape)
@@ -82,10 +98,15 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
     if len(shape) != 4 or not out.is_floating_point:
         raise LoweringError("only 2-D floating-point convolutions are lowered")
     x, w = ctx.val(x_node), ctx.val(w_node)
-    x, w = ctx.readable(x, node.name + "_x"), ctx.readable(w, node.name + "_w")
     bias = ctx.val(b_node) if isinstance(b_node, fx.Node) else None
     wmeta = w_node.meta["val"]  # type: ignore[union-attr]
     cin_g, kh, kw = (int(s) if not isinstance(s, torch.SymInt) else None for s in wmeta.shape[1:])
+    padded = padding[0] or padding[1]  # type: ignore[index]
+    terms = (cin_g or 0) * (kh or 0) * (kw or 0)
+    unroll = cin_g is not None and kh is not None and kw is not None and terms <= MAX_UNROLLED_TERMS and not padded
+    if not (unroll and x.ops * terms <= MAX_RECOMPUTE_OPS):
+        x = ctx.readable(x, node.name + "_x")
+    w = ctx.readable(w, node.name + "_w")
     cout = wmeta.shape[0]
     if cin_g is None or kh is None or kw is None or isinstance(cout, torch.SymInt):
         raise LoweringError("convolutions with dynamic weight shapes run in eager")
@@ -104,22 +125,24 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
         idx, _, _ = coords(it, ci, ky, kx)
         return f"{cast(x.load(idx), x.dtype, out)} * {cast(w.load((it[1], ci, ky, kx)), w.dtype, out)}"
 
-    name = ctx.temp(node.name, shape, out)
     bl = broadcast(bias, (shape[1],)) if bias is not None else None
     start = (lambda it: cast(bl((it[1],)), bias.dtype, out)) if bl is not None and bias is not None else (lambda it: "0")
-    padded = ph or pw
-    if cin_g * kh * kw <= MAX_UNROLLED_TERMS and not padded:
-        def unrolled(it: Index, r: Index) -> str:
-            terms = [term(it, str(c), str(a), str(b)) for c in range(cin_g) for a in range(kh) for b in range(kw)]
-            total = " + ".join(terms)
-            return f"{start(it)} + {total}" if bias is not None else total
-        ctx.emit(name, shape, unrolled)
-        return array_val(name, shape, out)
+    if unroll:
+        def unrolled(it: Index) -> str:
+            parts = [term(it, str(c), str(a), str(b)) for c in range(cin_g) for a in range(kh) for b in range(kw)]
+            total = " + ".join(parts)
+            return f"({start(it)} + {total})" if bias is not None else f"({total})"
+        # computed where it is read (the consumer stores it, or recomputes it if cheap enough)
+        return Val(shape, out, unrolled, ops=2 * terms + x.ops * terms + (bias.ops if bias else 0))
+    name = ctx.temp(node.name, shape, out)
     ctx.emit(name, shape, lambda it, r: start(it))
+    # loops (n, co, ci, ky, kx, y, x): the weight is invariant and x runs along rows of input and output
     guard: list[str] = []
     if padded:
-        _, y, xx = coords(tuple(f"i{d}" for d in range(4)), "r0", "r1", "r2")
+        _, y, xx = coords(("i0", "i1", "i5", "i6"), "i2", "i3", "i4")
         guard = [f"{y} >= 0", f"{y} < {height}", f"{xx} >= 0", f"{xx} < {width}"]
-    ctx.emit(name, shape, lambda it, r: term(it, r[0], r[1], r[2]), op="+=", red=(str(cin_g), str(kh), str(kw)),
-             guard=guard)
+    loops = (shape[0], shape[1], str(cin_g), str(kh), str(kw), shape[2], shape[3])
+    ctx.segment.contraction = True
+    ctx.emit(name, loops, lambda it, r: term((it[0], it[1], it[5], it[6]), it[2], it[3], it[4]), op="+=",
+             guard=guard, index=lambda it: (it[0], it[1], it[5], it[6]))
     return array_val(name, shape, out)

@@ -156,11 +156,12 @@ for _name, _fn, _flt in [
 
 @register("aten.gelu.default", kind="pointwise")
 def _gelu(ctx: SegmentLowering, node: fx.Node) -> Val:
-    approx = _kw(node, "approximate", 1, "none")
-    if approx == "tanh":
-        fn = (lambda a: f"(0.5 * {a} * (1 + tanh({_SQRT_2_PI} * ({a} + 0.044715 * {a} * {a} * {a}))))")
-    else:
-        fn = (lambda a: f"(0.5 * {a} * (1 + erf({a} * {_SQRT1_2})))")
+    tanh_form = _kw(node, "approximate", 1, "none") == "tanh"
+
+    def fn(a: str) -> str:
+        if tanh_form:
+            return f"(0.5 * {a} * (1 + tanh({_SQRT_2_PI} * ({a} + 0.044715 * {a} * {a} * {a}))))"
+        return f"(0.5 * {a} * (1 + erf({a} * {_SQRT1_2})))"
     return _unary(fn)(ctx, node)
 
 
@@ -235,11 +236,34 @@ def _where(ctx: SegmentLowering, node: fx.Node) -> Val:
 @register("aten._to_copy.default", "aten.clone.default", "aten.alias.default", "aten.lift_fresh_copy.default",
           "aten.detach.default", "prims.convert_element_type.default", kind="pointwise")
 def _copy(ctx: SegmentLowering, node: fx.Node) -> Val:
-    for k in ("device", "layout"):
-        if node.kwargs.get(k) not in (None, torch.strided) and k == "layout":
-            raise LoweringError("copies to another layout run in eager")
+    if node.kwargs.get("layout") not in (None, torch.strided):
+        raise LoweringError("copies to another layout run in eager")
+    src = node.args[0].meta["val"]  # type: ignore[union-attr]
+    if node.meta["val"].device != src.device:
+        raise LoweringError("copies to another device run in eager")
     v = ctx.val(node.args[0])
     shape, out = ctx.out(node)
     if out == v.dtype:
         return v
     return Val(shape, out, lambda idx: cast(v.load(idx), v.dtype, out), ops=v.ops + 1)
+
+
+def _logical(fn: Fn) -> Callable[[SegmentLowering, fx.Node], Val]:
+    def lower(ctx: SegmentLowering, node: fx.Node) -> Val:
+        return pointwise(ctx, node, fn, node.args[:2], compute=torch.bool, result=torch.bool)
+    return lower
+
+
+register("aten.logical_and.default", kind="pointwise")(_logical(lambda a, b: f"where({a}, {b}, False)"))
+register("aten.logical_or.default", kind="pointwise")(_logical(lambda a, b: f"where({a}, True, {b})"))
+register("aten.logical_xor.default", kind="pointwise")(_logical(lambda a, b: f"({a} != {b})"))
+
+
+@register("aten.isnan.default", "aten.isinf.default", kind="pointwise")
+def _isnan(ctx: SegmentLowering, node: fx.Node) -> Val:
+    src = node.args[0].meta["val"].dtype  # type: ignore[union-attr]
+    if not src.is_floating_point:
+        raise LoweringError("isnan/isinf of integers run in eager")
+    fn: Fn = ((lambda a: f"({a} != {a})") if "isnan" in str(node.target)
+              else (lambda a: f"(abs({a}) == {literal(float('inf'))})"))
+    return pointwise(ctx, node, fn, [node.args[0]], compute=src, result=torch.bool)

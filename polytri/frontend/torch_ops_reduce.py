@@ -65,11 +65,56 @@ def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], ke
     def x(it: Index, r: Index) -> str:
         t = cast(v.load(index(it, r)), v.dtype, acc)
         return value(t) if value else t
-    tgt = (lambda it: f"{name}[{', '.join(target(it)) or '0'}]")
-    first = (lambda it: x(it, tuple("0" for _ in dims)))
+
+    lanes = LANES.get(acc, 0)
+    ext = red[-1] if dims and dims[-1] == v.rank - 1 else ""
+    if lanes and ext.isdigit() and int(ext) % lanes == 0 and int(ext) >= 4 * lanes:
+        _reduce_in_lanes(ctx, name, shape, red, lanes, x, target, init=init, combine=combine, acc=acc)
+        return
+
+    def tgt(it: Index) -> str:
+        return f"{name}[{', '.join(target(it)) or '0'}]"
+
+    def first(it: Index) -> str:
+        return x(it, tuple("0" for _ in dims))
     start = init(first) if init is not None else (lambda it: "0")
     ctx.emit(name, shape, lambda it, r: start(it), index=target)
     ctx.emit(name, shape, lambda it, r: combine(tgt(it), x(it, r)), red=red, index=target)
+
+
+#: Reductions over a contiguous static dimension accumulate this many partial results side by side (one
+#: vector of the machine), so the accumulation loop carries no dependence and vectorizes.
+LANES = {torch.float32: 16, torch.float64: 8}
+
+
+def _reduce_in_lanes(ctx: SegmentLowering, name: str, shape: tuple[str, ...], red: tuple[str, ...], lanes: int,
+                     x: Callable[[Index, Index], str], target: Callable[[Index], Index], *,
+                     init: Callable[[Callable[[Index], str]], Callable[[Index], str]] | None,
+                     combine: Callable[[str, str], str], acc: torch.dtype) -> None:
+    """The reduction in two steps: ``lanes`` partial results over the innermost reduced dimension split as
+    ``lanes * q + l`` (``l`` innermost, parallel), then the partial results combined."""
+    part = ctx.temp(name.removeprefix("t_") + "_lanes", shape + (str(lanes),), acc)
+    k = len(shape)
+    outer = red[:-1]
+    zeros = tuple("0" for _ in outer)
+
+    def lane_first(it: Index) -> str:
+        return x(it[:k], zeros + (it[k],))
+    start = init(lane_first) if init is not None else (lambda it: "0")
+    ctx.emit(part, shape + (str(lanes),), lambda it, r: start(it))
+
+    def acc_rhs(it: Index, r: Index) -> str:
+        cell = f"{part}[{', '.join(it + (r[-1],))}]"
+        return combine(cell, x(it, r[:-2] + (f"{lanes} * {r[-2]} + {r[-1]}",)))
+    ctx.emit(part, shape, acc_rhs, red=outer + (str(int(red[-1]) // lanes), str(lanes)),
+             target_index=lambda it, r: it + (r[-1],))
+
+    def tgt(it: Index) -> str:
+        return f"{name}[{', '.join(target(it)) or '0'}]"
+    first = (lambda it: f"{part}[{', '.join(it + ('0',))}]") if init is not None else (lambda it: "0")
+    ctx.emit(name, shape, lambda it, r: first(it), index=target)
+    ctx.emit(name, shape, lambda it, r: combine(tgt(it), f"{part}[{', '.join(it + (r[0],))}]"), red=(str(lanes),),
+             index=target)
 
 
 def _count(v: Val, dims: Sequence[int]) -> str:
@@ -177,7 +222,11 @@ def _moments(ctx: SegmentLowering, base: str, v: Val, dims: Sequence[int], dtype
     return mean, array_val(vname, kshape, dtype)
 
 
-def _softmax_parts(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, Val, Val, int, torch.dtype]:
+def _softmax_parts(ctx: SegmentLowering, node: fx.Node, store_exp: bool = False
+                   ) -> tuple[Val, Val, Val, int, torch.dtype]:
+    """Max, shifted input and exp-sum along the softmax dimension; with ``store_exp`` the exponentials are
+    stored once (an array instead of a second ``exp`` per element) and returned in place of the shifted
+    input."""
     v = ctx.val(node.args[0])
     _, out = ctx.out(node)
     dim = int(node.args[1])  # type: ignore[arg-type]
@@ -195,18 +244,24 @@ def _softmax_parts(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, Val, Val, 
     shifted = Val(v.shape, out, lambda idx: f"({cast(v.load(idx), v.dtype, out)} - {m.load(at(idx))})",
                   ops=v.ops + 1)
     sname = ctx.temp(node.name + "_sum", kshape, out)
-    reduce_into(ctx, sname, shifted, dims, True, init=None, combine=lambda a, b: f"{a} + {b}", acc=out,
-                value=lambda t: f"exp({t})")
+    if store_exp:
+        ename = ctx.temp(node.name + "_exp", v.shape, out)
+        ctx.emit(ename, v.shape, lambda it, r: f"exp({shifted.load(it)})")
+        shifted = array_val(ename, v.shape, out)
+        reduce_into(ctx, sname, shifted, dims, True, init=None, combine=lambda a, b: f"{a} + {b}", acc=out)
+    else:
+        reduce_into(ctx, sname, shifted, dims, True, init=None, combine=lambda a, b: f"{a} + {b}", acc=out,
+                    value=lambda t: f"exp({t})")
     return shifted, array_val(sname, kshape, out), m, dim, out
 
 
 @register("aten._softmax.default", "aten.softmax.int", kind="reduce")
 def _softmax(ctx: SegmentLowering, node: fx.Node) -> Val:
-    shifted, s, _, dim, out = _softmax_parts(ctx, node)
-    rank = shifted.rank
-    return Val(shifted.shape, out, lambda idx: f"(exp({shifted.load(idx)}) / "
-                                               f"{s.load(tuple('0' if d == dim else idx[d] for d in range(rank)))})",
-               ops=shifted.ops + 2)
+    exps, s, _, dim, out = _softmax_parts(ctx, node, store_exp=True)
+    rank = exps.rank
+    return Val(exps.shape, out, lambda idx: f"({exps.load(idx)} / "
+                                            f"{s.load(tuple('0' if d == dim else idx[d] for d in range(rank)))})",
+               ops=1)
 
 
 @register("aten._log_softmax.default", "aten.log_softmax.int", kind="reduce")

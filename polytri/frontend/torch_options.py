@@ -16,7 +16,9 @@ TORCH_OPTIONS: dict[str, tuple[Any, str]] = {
     "fuse": ("smart", "fusion policy of the scheduler: 'smart', 'max' or 'none'"),
     "tile": (None, "tile the permutable bands (None: the scheduler decides)"),
     "tile_size": (None, "tile side for every band dimension (default: from the cache model)"),
-    "schedule": ("auto", "'auto', 'pluto' or 'original' (see pt.compile)"),
+    "schedule": (None, "'auto', 'pluto' or 'original' (see pt.compile); default: 'original' for programs "
+                       "with a matrix product or an accumulated convolution (whose loop order the "
+                       "scheduler's fusion loses), else 'auto'"),
     "threads": (None, "OpenMP thread count of the cpu target (default: OpenMP's own)"),
     "inline": (True, "compute single-use elementwise results inside their consumer instead of storing them"),
     "cache": (True, "reuse kernels compiled earlier (in memory, and on disk across processes)"),
@@ -33,15 +35,17 @@ class TorchOptions:
     fuse: str
     tile: bool | None
     tile_size: int | None
-    schedule: str
+    schedule: str | None
     threads: int | None
     inline: bool
     cache: bool
     debug: bool
 
-    def compile_options(self) -> dict[str, Any]:
-        """The options handed to :func:`polytri.compile` (the cpu target's names)."""
-        opts: dict[str, Any] = {"fuse": self.fuse, "schedule": self.schedule}
+    def compile_options(self, contraction: bool = False) -> dict[str, Any]:
+        """The options handed to :func:`polytri.compile` (the cpu target's names) for a program (with a
+        matrix product when ``contraction``)."""
+        schedule = self.schedule or ("original" if contraction else "auto")
+        opts: dict[str, Any] = {"fuse": self.fuse, "schedule": schedule}
         if self.tile is not None:
             opts["tile"] = self.tile
         if self.tile_size is not None:
@@ -74,7 +78,7 @@ def check_options(options: Mapping[str, Any] | None) -> TorchOptions:
         v = merged[name]
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise OptionError(f"option {name!r} must be a positive int, got {v!r}")
-    if merged["schedule"] not in ("auto", "pluto", "original"):
+    if merged["schedule"] not in (None, "auto", "pluto", "original"):
         raise OptionError(f"option 'schedule' must be 'auto', 'pluto' or 'original', got {merged['schedule']!r}")
     from ..schedule.pluto import FUSION_POLICIES
     if merged["fuse"] not in FUSION_POLICIES:

@@ -58,7 +58,12 @@ def _is_host(node: fx.Node) -> bool:
         and node.meta.get("val") is not None
 
 
-def _cut(graph: fx.Graph, eager: set[fx.Node]) -> list[Step]:
+#: Programs with more statements than this are cut in two (the scheduler's time grows quickly with the
+#: number of statements; a transformer block as one program takes minutes).
+MAX_STATEMENTS = 16
+
+
+def _cut(graph: fx.Graph, eager: set[fx.Node], splits: set[fx.Node]) -> list[Step]:
     steps: list[Step] = []
     hoisted: list[Step] = []
     current: list[fx.Node] = []
@@ -83,6 +88,8 @@ def _cut(graph: fx.Graph, eager: set[fx.Node]) -> list[Step]:
             current.append(node)
             continue
         if node not in eager and is_lowerable(node):
+            if node in splits:
+                close()
             current.append(node)
             continue
         close()
@@ -127,12 +134,13 @@ def plan_graph(gm: fx.GraphModule, options: TorchOptions) -> Plan:
     """Cut ``gm`` into segments, lower each into a program (builders, not compiled yet)."""
     graph = gm.graph
     eager: set[fx.Node] = set()
+    splits: set[fx.Node] = set()
     declined: dict[str, str] = {}
     users = node_users(graph)
     params = _param_sources(graph)
     base = f"fx{graph_hash(gm)}"
-    for _ in range(len(graph.nodes) + 1):
-        steps = _cut(graph, eager)
+    for _ in range(2 * len(graph.nodes) + 1):
+        steps = _cut(graph, eager, splits)
         try:
             k = 0
             for step in steps:
@@ -143,10 +151,15 @@ def plan_graph(gm: fx.GraphModule, options: TorchOptions) -> Plan:
                 lowering = SegmentLowering(f"{base}_k{k}", seg, options, users)
                 k += 1
                 _lower_segment(lowering)
+                cut = _split_point(lowering)
+                if cut is not None:
+                    raise _Split(cut)
                 missing = sorted(set(lowering.params) - set(params))
                 if missing:
                     raise LoweringError(f"dynamic size(s) {', '.join(missing)} are not carried by any input")
             break
+        except _Split as sp:
+            splits.add(sp.node)
         except _NodeFailure as exc:
             eager.add(exc.node)
             declined[exc.node.name] = str(exc.cause)
@@ -155,6 +168,27 @@ def plan_graph(gm: fx.GraphModule, options: TorchOptions) -> Plan:
         raise LoweringError("planning did not converge")
     fallback = [s.node for s in steps if s.node is not None and not _is_host(s.node)]
     return Plan(steps, fallback, params, declined)
+
+
+class _Split(Exception):
+    def __init__(self, node: fx.Node):
+        super().__init__(node.name)
+        self.node = node
+
+
+def _split_point(lowering: SegmentLowering) -> fx.Node | None:
+    """The node to start a new program at when this one has too many statements."""
+    stmts = lowering.statements
+    if len(stmts) <= MAX_STATEMENTS:
+        return None
+    nodes = lowering.segment.nodes
+    owner = stmts[len(stmts) // 2][2]
+    if owner is None or owner not in nodes:
+        return None
+    k = nodes.index(owner)
+    while k < len(nodes) and nodes[k].target is operator.getitem:
+        k += 1
+    return nodes[k] if 0 < k < len(nodes) else None
 
 
 class _NodeFailure(Exception):

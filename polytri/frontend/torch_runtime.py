@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,17 +45,34 @@ class _KernelStep:
     def __init__(self, seg: Segment, target: str, options: TorchOptions):
         assert seg.program is not None
         self.segment = seg
-        self.kernel = (compile_cached(seg.program, target, options.compile_options(), use_disk=options.cache)
+        self.kernel = (compile_cached(seg.program, target, options.compile_options(seg.contraction),
+                                      use_disk=options.cache)
                        if seg.program.statements else None)
         if options.debug:
             log.warning("program:\n%s\nkernel source:\n%s", seg.program, getattr(self.kernel, "source", ""))
         self.inputs = [(seg.arrays[n], n) for n in seg.inputs]
         self.outputs = [(seg.arrays[n], n, _shape_fn(seg.shapes[seg.arrays[n]][0]), seg.shapes[seg.arrays[n]][1],
-                         len(seg.shapes[seg.arrays[n]][0])) for n in seg.outputs]
+                         len(seg.shapes[seg.arrays[n]][0])) for n in seg.outputs if n not in seg.views]
         self.temps = [(name, _shape_fn(shape), dtype) for name, (shape, dtype) in seg.temps.items()]
+        self.bases = [(name, _shape_fn(shape), dtype, len(shape)) for name, (shape, dtype) in seg.bases.items()]
+        self.views = list(seg.views.items())
         self.params = list(seg.program.params)
+        self._temps: dict[tuple[str, tuple[int, ...]], torch.Tensor] = {}
+        self._lock = threading.Lock()
 
     def run(self, env: dict[fx.Node, Any], params: dict[str, int]) -> None:
+        """Run the kernel on the values of ``env``; intermediates are reused across calls (a concurrent call
+        allocates its own)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._run(env, params, self._temps)
+            finally:
+                self._lock.release()
+        else:
+            self._run(env, params, {})
+
+    def _run(self, env: dict[fx.Node, Any], params: dict[str, int],
+             temps: dict[tuple[str, tuple[int, ...]], torch.Tensor]) -> None:
         kwargs: dict[str, Any] = {p: params[p] for p in self.params}
         seen: list[torch.Tensor] = []
         for name, node in self.inputs:
@@ -68,17 +86,35 @@ class _KernelStep:
             seen.append(t)
             kwargs[name] = t.detach()
         results = []
+        made: dict[str, torch.Tensor] = {}
         for name, node, shape, dtype, rank in self.outputs:
             dims = shape(params)
             t = torch.empty(dims if rank else (1,), dtype=dtype)
             kwargs[name] = t
-            results.append((node, t if rank else t.reshape(())))
+            made[name] = t if rank else t.reshape(())
+            results.append((node, made[name]))
+        for name, shape, dtype, rank in self.bases:
+            t = torch.empty(shape(params) if rank else (1,), dtype=dtype)
+            kwargs[name] = t
+            made[name] = t if rank else t.reshape(())
         for name, shape, dtype in self.temps:
-            dims = shape(params)
-            kwargs[name] = torch.empty(dims or (1,), dtype=dtype)
+            dims = shape(params) or (1,)
+            t = temps.get((name, dims))
+            if t is None:
+                if len(temps) > 4 * len(self.temps):  # many sizes (dynamic shapes): keep the latest only
+                    temps.clear()
+                t = temps[(name, dims)] = torch.empty(dims, dtype=dtype)
+            kwargs[name] = t
         if self.kernel is not None:
             self.kernel(**kwargs)
         for node, t in results:
+            env[node] = t
+        for node, (base, chain) in self.views:
+            t = made[base]
+            for n in chain:
+                args = fx.node.map_arg(n.args[1:], lambda a: env[a])
+                kw = fx.node.map_arg(n.kwargs, lambda a: env[a])
+                t = n.target(t, *args, **kw)  # type: ignore[operator]
             env[node] = t
 
 

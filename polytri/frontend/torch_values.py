@@ -74,8 +74,10 @@ def literal(value: Any) -> str:
     if isinstance(value, int):
         return f"({value})" if value < 0 else str(value)
     if isinstance(value, float):
-        if not math.isfinite(value):
-            raise LoweringError(f"the constant {value} is not finite")
+        if math.isinf(value):  # no literal for infinity: an overflowing product (IEEE: inf everywhere)
+            return "(1e308 * 10.0)" if value > 0 else "(-(1e308 * 10.0))"
+        if math.isnan(value):
+            raise LoweringError("a NaN constant runs in eager")
         text = repr(value)
         return f"({text})" if value < 0 or text.startswith("-") else text
     raise LoweringError(f"unsupported constant {value!r} of type {type(value).__name__}")
@@ -107,13 +109,11 @@ def view_of(v: Val, shape: Sequence[str], index_map: Callable[[Index], Index]) -
 
 def const_val(value: Any, shape: Sequence[str], dtype: torch.dtype) -> Val:
     """A tensor filled with one constant."""
-    text = cast(literal(value), _literal_dtype(value), dtype) if not isinstance(value, bool) else literal(value)
-    if dtype == torch.bool:
-        text = literal(bool(value))
-    elif isinstance(value, bool):
-        text = f"{pt_dtype(dtype)}({text})"
+    text = literal(bool(value)) if dtype == torch.bool else cast(literal(value), _literal_dtype(value), dtype)
     return Val(tuple(shape), dtype, lambda idx: text, ops=1)
 
 
 def _literal_dtype(value: Any) -> torch.dtype:
+    if isinstance(value, bool):
+        return torch.bool
     return torch.int64 if isinstance(value, int) else torch.float64

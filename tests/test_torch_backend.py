@@ -1,0 +1,252 @@
+"""The torch.compile backend and pt.jit: registration, options, fallback, explain, caching, dynamic shapes."""
+
+from __future__ import annotations
+
+import configparser
+import pathlib
+import warnings
+from typing import Any
+
+import pytest
+import torch
+import torch._dynamo  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import polytri as pt  # noqa: E402
+from polytri.frontend import torch_backend, torch_cache  # noqa: E402
+from polytri.frontend.torch_options import check_options, default_target  # noqa: E402
+
+pytestmark = pytest.mark.cc
+
+
+@pytest.fixture(autouse=True)
+def _fresh(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("POLYTRI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(torch_backend, "_GRAPH_CACHE", {})
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _count(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> dict[str, int]:
+    calls = {"n": 0}
+    real = getattr(module, name)
+
+    def counted(*a: Any, **k: Any) -> Any:
+        calls["n"] += 1
+        return real(*a, **k)
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def chain(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.sigmoid(x * 2 - y).sum(-1) / 3
+
+
+def test_backend_by_name_equals_eager_and_compiles_each_graph_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "polytri" in torch._dynamo.list_backends(exclude_tags=())
+    builds = _count(monkeypatch, torch_backend, "plan_graph")
+    f = torch.compile(chain, backend="polytri", options={"fuse": "max"})
+    x, y = torch.randn(5, 7), torch.randn(7)
+    for _ in range(3):
+        torch.testing.assert_close(f(x, y), chain(x, y))
+    assert builds["n"] == 1
+
+
+def test_entry_point_is_declared() -> None:
+    cfg = configparser.ConfigParser()
+    cfg.read(pathlib.Path(__file__).parents[1] / "setup.cfg")
+    eps = cfg["options.entry_points"]
+    assert "polytri = polytri.frontend.torch_backend:polytri_backend" in eps["torch_dynamo_backends"]
+    assert "polytri.cli:main" in eps["console_scripts"]
+
+
+def test_jit_decorator_and_call_forms() -> None:
+    @pt.jit(compile_options={"target": "cpu"})
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) + 1
+
+    g = pt.jit(chain)
+    x, y = torch.randn(3, 4), torch.randn(4)
+    torch.testing.assert_close(f(x), torch.relu(x) + 1)
+    torch.testing.assert_close(g(x, y), chain(x, y))
+    assert f.__name__ == "f"
+
+
+def test_unknown_options_are_errors_listing_the_known_ones() -> None:
+    with pytest.raises(pt.OptionError, match=r"unknown polytri option\(s\) 'tiles'.*known options: target, fuse"):
+        pt.jit(chain, compile_options={"tiles": 32})
+    with pytest.raises(pt.OptionError, match="option 'target' must be one of cpu, nvgpu, amdgpu"):
+        check_options({"target": "tpu"})
+    with pytest.raises(pt.OptionError, match="option 'fuse'"):
+        check_options({"fuse": "sometimes"})
+
+
+def test_backend_object_is_created_once_per_option_set() -> None:
+    a = torch_backend.backend_for({"fuse": "max", "debug": False})
+    assert torch_backend.backend_for({"debug": False, "fuse": "max"}) is a
+    assert torch_backend.backend_for({"fuse": "none"}) is not a
+
+
+def test_default_target_follows_the_device() -> None:
+    assert default_target([torch.device("cpu")]) == "cpu"
+    expected = "amdgpu" if torch.version.hip else "nvgpu"
+    assert default_target([torch.device("cpu"), torch.device("cuda", 0)]) == expected
+
+
+def with_cumsum(x: torch.Tensor) -> torch.Tensor:
+    y = torch.exp(x) * 2
+    return torch.cumsum(y, 0) + y.amax()
+
+
+def test_unlowered_ops_run_in_eager_between_kernels() -> None:
+    x = torch.randn(6, 3)
+    report = pt.explain(with_cumsum, x)
+    torch.testing.assert_close(report.result, with_cumsum(x))
+    assert report.fallback_ops == ["aten.cumsum.default"]
+    assert len(report.kernels) == 2
+    text = str(report)
+    assert "aten.cumsum.default" in text and "kernel" in text
+    k = report.kernels[0]
+    assert k.target == "cpu" and "void pt_" in k.source and k.name.startswith("fx")
+
+
+def test_fusion_groups_name_the_inlined_nodes() -> None:
+    report = pt.explain(chain, torch.randn(4, 5), torch.randn(5))
+    assert report.fusion_groups == [["mul", "sub", "sigmoid", "sum_1"]]
+    assert report.fallback_ops == [] and len(report.kernels) == 1
+
+
+def test_a_failing_compilation_falls_back_to_eager_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("scheduler exploded")
+    monkeypatch.setattr(torch_backend, "plan_graph", broken)
+    f = torch.compile(chain, backend="polytri")
+    x, y = torch.randn(2, 3), torch.randn(3)
+    with pytest.warns(UserWarning, match="runs in eager: RuntimeError: scheduler exploded"):
+        out = f(x, y)
+    torch.testing.assert_close(out, chain(x, y))
+
+
+def test_graphs_are_cached_in_memory_and_kernels_on_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    compiles = _count(monkeypatch, torch_cache, "pt_compile")
+    x, y = torch.randn(4, 6), torch.randn(6)
+    pt.explain(chain, x, y)
+    assert compiles["n"] == 1
+    torch._dynamo.reset()
+    pt.explain(chain, x, y)  # the same graph: found in memory
+    assert compiles["n"] == 1
+    monkeypatch.setattr(torch_backend, "_GRAPH_CACHE", {})
+    torch._dynamo.reset()
+    report = pt.explain(chain, x, y)  # a new process would start here: the kernel comes from disk
+    assert compiles["n"] == 1
+    torch.testing.assert_close(report.result, chain(x, y))
+    pt.explain(chain, x.double(), y.double())  # another dtype: another kernel
+    assert compiles["n"] == 2
+
+
+def test_dynamic_sizes_are_parameters_one_kernel_for_every_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    def f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x @ w, -1).sum(0) + x.mean()
+    builds = _count(monkeypatch, torch_backend, "plan_graph")
+    g = torch.compile(f, backend="polytri", dynamic=True)
+    for m, k in [(4, 8), (7, 3), (33, 17)]:
+        x, w = torch.randn(m, k), torch.randn(k, 5)
+        torch.testing.assert_close(g(x, w), f(x, w))
+    assert builds["n"] == 1
+    report = pt.explain(f, torch.randn(6, 4), torch.randn(4, 5))
+    assert report.kernels and report.kernels[0].program.startswith("program")
+
+
+def test_slices_cat_pad_and_factories() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = torch.cat([x[:, 1:], x[:, :1] * 2], 1)
+        z = F.pad(y, (1, 2, 0, 1), value=0.5)
+        return z + torch.arange(z.shape[1]) + torch.ones(z.shape) * x.select(1, -1).sum()
+    x = torch.randn(4, 5)
+    report = pt.explain(f, x)
+    torch.testing.assert_close(report.result, f(x))
+    assert report.fallback_ops == []
+
+
+@pytest.mark.interp
+def test_nvgpu_target_through_the_interpreter() -> None:
+    p = pt.Program("probe")
+    p.array("A", (4,), "float32")
+    with p.loop("i", 0, 4):
+        p.assign("A[i] = 1.0")
+    try:
+        pt.compile(p, target="nvgpu")
+    except pt.UnsupportedError:
+        pytest.skip("the nvgpu target is not implemented yet")
+    x, y = torch.randn(8, 16), torch.randn(16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fallback to eager would warn
+        report = pt.explain(chain, x, y, compile_options={"target": "nvgpu"})
+    torch.testing.assert_close(report.result, chain(x, y))
+    assert report.kernels and all(k.target == "nvgpu" for k in report.kernels)
+
+
+def test_wide_reductions_accumulate_in_lanes_and_equal_eager() -> None:
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (x.sum(-1), x.amax(-1, keepdim=True), torch.softmax(x, -1), x.var(-1), x.mean((1, 2)),
+                F.layer_norm(x, (128,)), x.amin((0, 2)))
+    x = torch.randn(3, 5, 128)
+    x[1, 2, 7] = float("nan")  # max and min propagate NaN, as in eager
+    report = pt.explain(f, x)
+    torch.testing.assert_close(report.result, f(x), equal_nan=True, rtol=1e-5, atol=1e-5)
+    assert report.fallback_ops == []
+    assert sum(k.program.count("_lanes[") for k in report.kernels) > 0
+
+
+def test_causal_attention_with_an_infinite_mask_is_lowered() -> None:
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        t = q.shape[-2]
+        scores = (q @ k.transpose(-2, -1)).masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf"))
+        return torch.softmax(scores, -1) @ v
+    q, k, v = (torch.randn(2, 6, 4) for _ in range(3))
+    report = pt.explain(attention, q, k, v)
+    torch.testing.assert_close(report.result, attention(q, k, v))
+    assert report.fallback_ops == []
+
+
+def test_mark_dynamic_makes_a_parameter_and_declined_nodes_run_in_eager(monkeypatch: pytest.MonkeyPatch) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2).reshape(-1, 2).sum(1)  # splitting a dynamic dimension: not affine
+    builds = _count(monkeypatch, torch_backend, "plan_graph")
+    g = torch.compile(f, backend="polytri")
+    for n in (6, 10, 14):
+        x = torch.randn(n, 4)
+        torch._dynamo.mark_dynamic(x, 0)
+        torch.testing.assert_close(g(x), f(x))
+    assert builds["n"] == 1
+    x = torch.randn(8, 4)
+    torch._dynamo.mark_dynamic(x, 0)
+    report = pt.explain(f, x)
+    torch.testing.assert_close(report.result, f(x))
+    assert report.kernels, "the multiplication and the sum still run in polytri kernels"
+    assert any("dynamic" in why for why in report.declined.values())
+
+
+def test_each_fallback_op_is_logged_once(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch_backend, "_LOGGED_FALLBACKS", set())
+    with caplog.at_level("INFO", logger="polytri.torch"):
+        pt.explain(with_cumsum, torch.randn(4, 3))
+        torch._dynamo.reset()
+        pt.explain(with_cumsum, torch.randn(5, 2))
+    lines = [r.getMessage() for r in caplog.records if "aten.cumsum.default" in r.getMessage()]
+    assert len(lines) == 1 and "runs in eager" in lines[0]
+
+
+@pytest.mark.parametrize("stride, padding, dilation, groups", [(1, 1, 1, 1), (2, 2, 1, 2), (1, (0, 2), 2, 4),
+                                                               (3, 1, (2, 1), 1)])
+def test_convolutions_with_stride_padding_dilation_groups(stride: Any, padding: Any, dilation: Any,
+                                                          groups: int) -> None:
+    w, b = torch.randn(8, 8 // groups, 3, 3), torch.randn(8)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(F.conv2d(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups))
+    x = torch.randn(2, 8, 11, 10)
+    report = pt.explain(f, x)
+    torch.testing.assert_close(report.result, f(x), rtol=1e-4, atol=1e-5)
+    assert report.fallback_ops == []
