@@ -433,3 +433,22 @@ def test_explain_shows_the_band() -> None:
     assert "permutable" in text and "parallel" in text and "sequential" in text
     for dim in range(3):
         assert f"t{dim}: loop" in text
+
+
+def test_constant_sizes_beyond_the_default_distance_bound_still_schedule() -> None:
+    """A reduction over 2048 constant iterations has dependence distances up to 2047: the bounding
+    function's constant must be allowed to exceed them (it was capped at 256: 'no hyperplane')."""
+    import warnings
+
+    import polytri as pt
+    p = pt.Program("red", params=[])
+    p.array("S", (2048,), "float32")
+    p.array("X", (2048, 2048), "float32")
+    with p.loop("i", 0, 2048):
+        p.assign("S[i] = 0")
+    with p.loop("i", 0, 2048), p.loop("r", 0, 2048):
+        p.assign("S[i] = S[i] + X[i, r]")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        k = pt.compile(p, target="cpu", options={"schedule": "pluto"})
+    assert k.schedule_info.origin == "pluto"

@@ -129,11 +129,28 @@ def _independence(state: _State, names: list[str], lazy: bool) -> isl.BasicSet |
     return base.intersect(isl.BasicSet(f"{{ {lay.space()} : {' and '.join(cons)} }}"))
 
 
-def _bounds(layout: Layout) -> isl.BasicSet:
+def _constant_extent(program: Program) -> int:
+    """Largest constant bound of any iterator (0 when every bound involves a parameter)."""
+    best = 0
+    for st in program.statements:
+        dom = st.domain.intersect_params(program.context)
+        for j in range(dom.dim(isl.dim_type.set)):
+            for pa in (dom.dim_max(j), dom.dim_min(j)):
+                for _, aff in pa.get_pieces():
+                    if aff.is_cst():
+                        best = max(best, abs(int(aff.get_constant_val().to_python())))
+    return best
+
+
+def _bounds(layout: Layout, program: Program) -> isl.BasicSet:
+    """Boxes of the unknowns.  The constant ``w`` of the bounding function must be able to exceed every
+    dependence distance when sizes are constants (a reduction over 2048 elements has distances up to
+    2047 along its loop), so its bound grows with the largest constant extent."""
     cons = []
     for k in range(len(layout.params)):
         cons.append(f"0 <= {layout.u(k)} <= {MAX_BOUND}")
-    cons.append(f"0 <= w <= {MAX_BOUND}")
+    w_max = max(MAX_BOUND, MAX_COEFF * program.depth * (_constant_extent(program) + 1))
+    cons.append(f"0 <= w <= {w_max}")
     for name, m in layout.statements:
         cons += [f"0 <= {layout.coeff(name, j)} <= {MAX_COEFF}" for j in range(m)]
         cons.append(f"0 <= {layout.const(name)} <= {MAX_SHIFT}")
@@ -296,7 +313,7 @@ def pluto_schedule(program: Program, deps: Dependences, *, fuse: str = "smart") 
     pieces = aligned_pieces(deps.all, program.params)
     _initial_cut(state, fuse, pieces)
     pieces = _uncarried(pieces, state.rows, program)
-    bounds = _bounds(lay)
+    bounds = _bounds(lay, program)
     guard = 0
     while True:
         guard += 1
