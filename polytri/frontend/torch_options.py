@@ -13,7 +13,8 @@ from ..errors import OptionError
 TORCH_OPTIONS: dict[str, tuple[Any, str]] = {
     "target": (None, "'cpu', 'nvgpu' or 'amdgpu' (default: from the inputs' device: CPU tensors -> cpu, "
                      "CUDA tensors -> nvgpu, or amdgpu on ROCm builds)"),
-    "fuse": ("smart", "fusion policy of the scheduler: 'smart', 'max' or 'none'"),
+    "fuse": (None, "fusion policy of the scheduler: 'smart', 'max' or 'none' (default: 'smart' on the cpu "
+                   "target, the GPU targets' 'auto', which compares the three)"),
     "tile": (None, "tile the permutable bands (None: the scheduler decides)"),
     "tile_size": (None, "tile side for every band dimension (default: from the cache model)"),
     "schedule": (None, "'auto', 'pluto' or 'original' (see pt.compile); default: 'original' for programs "
@@ -32,7 +33,7 @@ class TorchOptions:
 
     target: str | None
     """The explicit target, or ``None`` to choose it from the inputs' device."""
-    fuse: str
+    fuse: str | None
     tile: bool | None
     tile_size: int | None
     schedule: str | None
@@ -41,11 +42,13 @@ class TorchOptions:
     cache: bool
     debug: bool
 
-    def compile_options(self, contraction: bool = False) -> dict[str, Any]:
-        """The options handed to :func:`polytri.compile` (the cpu target's names) for a program (with a
-        matrix product when ``contraction``)."""
-        schedule = self.schedule or ("original" if contraction else "auto")
-        opts: dict[str, Any] = {"fuse": self.fuse, "schedule": schedule}
+    def compile_options(self, contraction: bool = False, target: str = "cpu") -> dict[str, Any]:
+        """The options handed to :func:`polytri.compile` for a program (with a matrix product when
+        ``contraction``) on ``target``."""
+        schedule = self.schedule or ("original" if contraction and target == "cpu" else "auto")
+        opts: dict[str, Any] = {"schedule": schedule}
+        if self.fuse is not None or target == "cpu":
+            opts["fuse"] = self.fuse or "smart"
         if self.tile is not None:
             opts["tile"] = self.tile
         if self.tile_size is not None:
@@ -81,7 +84,7 @@ def check_options(options: Mapping[str, Any] | None) -> TorchOptions:
     if merged["schedule"] not in (None, "auto", "pluto", "original"):
         raise OptionError(f"option 'schedule' must be 'auto', 'pluto' or 'original', got {merged['schedule']!r}")
     from ..schedule.pluto import FUSION_POLICIES
-    if merged["fuse"] not in FUSION_POLICIES:
+    if merged["fuse"] is not None and merged["fuse"] not in FUSION_POLICIES:
         raise OptionError(f"option 'fuse' must be one of {', '.join(FUSION_POLICIES)}, got {merged['fuse']!r}")
     return TorchOptions(**merged)
 
