@@ -68,11 +68,12 @@ def _check_devices(program: Program, arrays: dict[str, Any], device: str) -> Non
                 raise ArgumentError(f"{program.name}: array {name!r} is on {_device(value)}; the cpu target "
                                     f"needs numpy arrays or CPU tensors (move it with .cpu())")
         return
-    first = next(iter(arrays), None)
-    for name, value in arrays.items():
-        if _device(value) != _device(arrays[first]):
-            raise ArgumentError(f"{program.name}: array {name!r} is on {_device(value)} but array {first!r} is "
-                                f"on {_device(arrays[first])}; all arrays of a call must be on one device")
+    names = list(arrays)
+    for name in names[1:]:
+        if _device(arrays[name]) != _device(arrays[names[0]]):
+            raise ArgumentError(f"{program.name}: array {name!r} is on {_device(arrays[name])} but array "
+                                f"{names[0]!r} is on {_device(arrays[names[0]])}; all arrays of a call must be "
+                                f"on one device")
 
 
 def _check_strides(program: Program, name: str, value: Any) -> None:
@@ -192,20 +193,21 @@ def _convert_scalar(program: Program, name: str, value: Any) -> Any:
         value = value.item()
     if isinstance(value, bool) and dt.kind != "b":
         raise ArgumentError(f"{program.name}: scalar {name!r} is {dt.name}, got a bool")
-    if not isinstance(value, numbers.Number):
-        raise ArgumentError(f"{program.name}: scalar {name!r} must be a number, got {type(value).__name__}")
+    if not isinstance(value, numbers.Real):
+        raise ArgumentError(f"{program.name}: scalar {name!r} must be a real number, got {type(value).__name__}")
+    number: Any = value
     if dt.kind in ("i", "b") and not isinstance(value, numbers.Integral):
         raise ArgumentError(f"{program.name}: scalar {name!r} is {dt.name}, got {value!r}")
     if dt.kind == "i":
         info = np.iinfo(dtypes.numpy_dtype(dt))
-        if not info.min <= int(value) <= info.max:
+        if not info.min <= int(number) <= info.max:
             raise ArgumentError(f"{program.name}: scalar {name!r} is {dt.name}; {value!r} is out of its range "
                                 f"[{info.min}, {info.max}]")
     if dt.kind == "f":
         if dt.bits == 16:
-            return CASTS[dt.name](value)
-        return np.float32(value) if dt.bits == 32 else np.float64(value)
-    return dtypes.numpy_dtype(dt).type(value)
+            return CASTS[dt.name](number)
+        return np.float32(number) if dt.bits == 32 else np.float64(number)
+    return dtypes.numpy_dtype(dt).type(number)
 
 
 def bind(program: Program, kwargs: dict[str, Any], *, device: str = "cpu") -> Bound:

@@ -13,7 +13,6 @@ Requires ``hypothesis`` (a test dependency); nothing else in polytri imports thi
 
 from __future__ import annotations
 
-import logging
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,8 +24,6 @@ from hypothesis import strategies as st
 import polytri as pt
 
 from .errors import BoundsError, ParameterBoundsError
-
-log = logging.getLogger("polytri.fuzz")
 
 #: Targets every random program is compiled for; a GPU target joins by adding its name (and an entry in
 #: :data:`OPTIONS`; kernels of other targets are called with the same numpy arguments).
@@ -43,6 +40,8 @@ OPTIONS: dict[str, list[dict[str, Any]]] = {
 
 ITERS = ("i", "j", "k")
 ARRAYS = ("A", "B", "C")
+#: Array names drawn besides ``ARRAYS``: each once collided with a name of the generated C.
+TRICKY_NAMES = ("threads", "num_threads", "int64_t", "uint16_t", "main")
 FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 INT_DTYPES = ("int64", "int32", "int8")
 #: Relative tolerance of float comparisons per dtype (the C and the reference round identically; the
@@ -280,7 +279,8 @@ def programs(draw: st.DrawFn, *, in_bounds: bool = True, dtypes: tuple[str, ...]
     leave their arrays always, some for some sizes only, some never."""
     palette = dtypes or (FLOAT_DTYPES + INT_DTYPES)
     n_arrays = draw(st.integers(1, 3))
-    arrays = tuple(ArraySpec(ARRAYS[k], draw(st.integers(1, 3)), draw(st.sampled_from(palette)),
+    names = [draw(st.sampled_from([ARRAYS[k], TRICKY_NAMES[k]])) for k in range(n_arrays)]
+    arrays = tuple(ArraySpec(names[k], draw(st.integers(1, 3)), draw(st.sampled_from(palette)),
                              4 if in_bounds else draw(st.integers(0, 4))) for k in range(n_arrays))
     offsets = st.integers(-2, 2) if in_bounds else st.integers(-1, 1)
     lo0, hi0 = ("2", "N + 2") if in_bounds else (draw(st.sampled_from(["1", "2", "0"])),

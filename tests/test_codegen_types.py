@@ -47,9 +47,9 @@ def test_literals() -> None:
 def test_index_expressions() -> None:
     i, n = Var("i", "iter"), Var("N", "param")
     assert index_expr(Binary("-", n, Binary("-", i, Const(1)))).text == "N - (i - 1)"
-    assert index_expr(Binary("//", i, Const(2))).text == "pt_floordiv_i64(i, 2)"
-    assert index_expr(Binary("%", Binary("+", i, n), Const(3))).text == "pt_mod_i64(i + N, 3)"
-    assert index_expr(Call("min", (i, n))).text == "pt_min_int64_t(i, N)"
+    assert index_expr(Binary("//", i, Const(2))).text == "pt__floordiv_i64(i, 2)"
+    assert index_expr(Binary("%", Binary("+", i, n), Const(3))).text == "pt__mod_i64(i + N, 3)"
+    assert index_expr(Call("min", (i, n))).text == "pt__min_int64_t(i, N)"
 
 
 def test_double_negation_is_not_a_decrement() -> None:

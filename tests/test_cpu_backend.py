@@ -60,7 +60,7 @@ def test_parallel_pragmas_follow_the_dependences():
     # the parallel loop lives in its own function (restrict parameters), with an orphaned omp for,
     # called from a parallel region inside the time loop
     assert pragmas["c3"].startswith("#pragma omp for")
-    assert re.search(r"for \(int64_t c1 [^\n]*\n\s*#pragma omp parallel num_threads\(pt_threads\)\n\s*"
+    assert re.search(r"for \(int64_t c1 [^\n]*\n\s*#pragma omp parallel num_threads\(pt__threads\)\n\s*"
                      r"pt_jacobi_2d_par0\(pt_A, pt_B, T, N, c1\);", src)
     assert pragmas["c5"] == "#pragma omp simd"
     # a Gauss-Seidel sweep has no parallel loop at all

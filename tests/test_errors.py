@@ -249,7 +249,7 @@ def test_out_of_bounds_access_compile_and_reference() -> None:
     with pytest.raises(pt.BoundsError) as info:
         pt.compile(_out_of_bounds())
     msg = str(info.value)
-    assert "S0" in msg and "A[i, i + 1]" in msg and "'A'" in msg and "read" in msg
+    assert "S0" in msg and "A[i, i + 1]" in msg and "'A'" in msg and "read" in msg and "out of bounds" in msg
     args = _call_args()
     with pytest.raises(pt.BoundsError) as info:
         pt.reference(_out_of_bounds(), **args)
@@ -273,10 +273,19 @@ def test_out_of_bounds_write_and_the_fix() -> None:
             q.assign("B[i] = B[i - 1] + 1.0")
         return q
 
+    # out of bounds only where M > N: compiles, and the call-time check rejects those sizes before any write
+    b = np.zeros(4)
+    pt.reference(shifted(False), B=b, M=3)
+    np.testing.assert_array_equal(b, [0.0, 1.0, 2.0, 0.0])
+    b = np.full(4, 7.0)
     with pytest.raises(pt.BoundsError) as info:
-        pt.reference(shifted(False), B=np.zeros(4), M=3)
-    assert "B[i]" in str(info.value) and "Program.assume()" in str(info.value)
+        pt.reference(shifted(False), B=b, M=6)
+    assert isinstance(info.value, pt.ArgumentError)
+    assert "S0" in str(info.value) and "write B[i]" in str(info.value) and "'B'" in str(info.value)
+    assert "M=6" in str(info.value) and "Program.assume()" in str(info.value)
+    np.testing.assert_array_equal(b, np.full(4, 7.0))
     # the fix the message suggests: an assumption that makes every access provably safe
+    assert pt.ir.verify.bounds_violations(pt.ir.to_program(shifted(True))) == ()
     b = np.zeros(4)
     pt.reference(shifted(True), B=b, M=3)
     np.testing.assert_array_equal(b, [0.0, 1.0, 2.0, 0.0])

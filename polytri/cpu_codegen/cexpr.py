@@ -61,8 +61,10 @@ class C:
 
 
 def binop(op: str, a: C, b: C) -> C:
+    """``a op b``; operands of ``||`` that are ``&&`` are parenthesized too (gcc's -Wparentheses)."""
     p = _BIN_PREC[op]
-    return C(f"{a.at(p)} {_C_OP.get(op, op)} {b.at(p + 1)}", p)
+    left = AND + 1 if op == "or" else p
+    return C(f"{a.at(left)} {_C_OP.get(op, op)} {b.at(max(p + 1, left))}", p)
 
 
 def call(fn: str, *args: C) -> C:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import dtypes
-from ..ir.expr import Access, Binary, Var, var_names
+from ..ir.affine import const_value
+from ..ir.expr import Access, Binary, Expr, Var, var_names
 from ..ir.program import Program, Statement
 from ..ir.types import program_typer
 from ..loop_ast import Block, For, If, Node, Run
@@ -52,6 +53,14 @@ def _unused(program: Program, counters: list[str]) -> list[str]:
     return [f"(void){cname(n)};" for n in names]
 
 
+def _vla_bound(e: Expr) -> str:
+    """C text of an inner extent as a VLA bound: at least 1."""
+    v = const_value(e)
+    if v is not None:
+        return str(max(v, 1))
+    return call("pt__max_int64_t", index_expr(e), C("1", 16)).text
+
+
 def _array_views(program: Program) -> list[str]:
     lines = []
     for a in program.arrays:
@@ -59,7 +68,9 @@ def _array_views(program: Program) -> list[str]:
         if a.rank == 1:
             lines.append(f"{t} *restrict {cname(a.name)} = pt_{a.name};")
         else:
-            dims = "".join(f"[{index_expr(e).text}]" for e in a.shape[1:])
+            # a variable-length array bound must be positive (C11 6.7.6.2): an extent of 0 becomes 1,
+            # harmless because an empty array is never accessed (the bounds checks guarantee it)
+            dims = "".join(f"[{_vla_bound(e)}]" for e in a.shape[1:])
             lines.append(f"{t} (*restrict {cname(a.name)}){dims} = ({t} (*){dims})pt_{a.name};")
     return lines
 

@@ -49,7 +49,9 @@ class BoundsViolation:
 
     def example(self, params: dict[str, int] | None = None) -> str:
         """One out-of-bounds instance (for the given parameter values), e.g. ``N=1: i=0 reads A[0, 1]``."""
-        bad = self.instances if params is None else fix_params(self.instances, params)
+        bad = self.instances
+        if params is not None:
+            bad = bad.intersect_params(fix_params(isl.Set.universe(bad.get_space().params()), params))
         return _example(self.iterators, self.array, self.kind, bad)
 
     def describe(self) -> str:
