@@ -4,6 +4,8 @@ Build a program with :class:`Program` (or ``@kernel``), check it against :func:`
 :func:`compile` it for the CPU (C/OpenMP).  See DESIGN.md and docs/ for the whole picture.
 """
 
+import os as _os
+
 from . import dtypes
 from .compiler import compile
 from .errors import (
@@ -13,6 +15,7 @@ from .errors import (
                      NameResolutionError,
                      NotAffineError,
                      OptionError,
+                     ParameterBoundsError,
                      ParseError,
                      PolytriError,
                      ProgramError,
@@ -27,9 +30,19 @@ from .schedule.dependences import Dependences, dependences
 
 __version__ = "0.1.0"
 
+if _os.environ.get("POLYTRI_LOG"):  # the named loggers, for Python users as for the command line
+    import warnings as _warnings
+
+    from .logconfig import configure as _configure
+    try:
+        _configure()
+    except PolytriError as _exc:
+        _warnings.warn(f"polytri: {_exc}; logging left as it is", stacklevel=2)
+
 __all__ = [
     "ArgumentError", "BoundsError", "CompilationError", "Dependences", "NameResolutionError", "NotAffineError",
-    "OptionError", "ParseError", "PolytriError", "Program", "ProgramError", "TypeCheckError", "UnsupportedError",
+    "OptionError", "ParameterBoundsError", "ParseError", "PolytriError", "Program", "ProgramError",
+    "TypeCheckError", "UnsupportedError",
     "compile", "dependences", "dtypes", "explain", "jit", "reference",
     "Kernel", "kernel", "f64", "f32", "f16", "bf16", "i8", "i32", "i64", "bool_",
 ]

@@ -14,7 +14,7 @@ import islpy as isl
 from .cpu_codegen.build import DEFAULT_FLAGS, build_library
 from .cpu_codegen.cgen import CodegenOptions, generate_c
 from .cpu_codegen.kernel import CpuKernel
-from .errors import OptionError, public
+from .errors import CompilationError, OptionError, PolytriError, public
 from .ir.builder import to_program
 from .ir.program import Program
 from .ir.textform import program_to_text
@@ -90,12 +90,27 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     verify(prog)
     prog, fusion = _inline_temporaries(prog, opts["temporaries"])
     deps = compute_dependences(prog)
-    # GPU kernels block their parallel loops themselves: the schedule stays untiled
+    try:
+        return _generate(prog, deps, target, opts, fusion)
+    except PolytriError:
+        raise
+    except Exception as exc:  # an internal bug: never let it become a crash when a safe path exists
+        if opts["schedule"] == "original":
+            raise CompilationError(f"{prog.name}: internal error in polytri while generating code in the "
+                                   f"original order ({type(exc).__name__}: {exc}); please report it") from exc
+        warnings.warn(f"polytri: internal error while compiling {prog.name} ({type(exc).__name__}: {exc}); "
+                      f"compiling it in its original order", stacklevel=3)
+        log.warning("%s: internal error, falling back to the original order", prog.name, exc_info=True)
+        return _generate(prog, deps, target, {**opts, "schedule": "original"}, fusion)
+
+
+def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any], fusion: list[str]) -> Any:
+    """Schedule, generate and build ``prog`` for ``target``."""
     if target == "cpu":
         schedule, decisions = choose_schedule(prog, deps, opts["schedule"], opts["fuse"], opts["tile"],
                                               opts["tile_size"])
         ast = build_loop_ast(prog, schedule, deps)
-    else:
+    else:  # GPU kernels block their parallel loops themselves: the schedule stays untiled
         from .codegen_triton.options import gpu_schedule
         schedule, decisions, ast = gpu_schedule(prog, deps, opts)
     decisions = [f"fusion: {d}" for d in fusion] + decisions

@@ -13,7 +13,7 @@ from polytri import errors
 
 ERROR_CLASSES = [errors.ParseError, errors.NameResolutionError, errors.NotAffineError, errors.TypeCheckError,
                  errors.ProgramError, errors.BoundsError, errors.ArgumentError, errors.OptionError,
-                 errors.UnsupportedError, errors.CompilationError]
+                 errors.UnsupportedError, errors.CompilationError, errors.ParameterBoundsError]
 
 
 def test_hierarchy_and_public_reexports() -> None:
@@ -304,9 +304,9 @@ def test_compile_option_and_target_errors() -> None:
     with pytest.raises(pt.OptionError) as info:
         pt.compile(p, target="tpu")
     assert "'tpu'" in str(info.value)
-    with pytest.raises(pt.UnsupportedError) as info:
-        pt.compile(p, target="nvgpu")
-    assert "'nvgpu'" in str(info.value)
+    with pytest.raises(pt.OptionError) as info:
+        pt.compile(p, target="nvgpu", options={"threads": 2})
+    assert "'threads'" in str(info.value) and "'nvgpu'" in str(info.value) and "known: schedule" in str(info.value)
     with pytest.raises(pt.ProgramError, match="int"):
         pt.compile(42)
     with pytest.raises(pt.CompilationError, match="/nonexistent/cc"):

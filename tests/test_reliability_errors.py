@@ -81,7 +81,6 @@ EXPECTED = {
 }
 #: Builder methods are not public entry points yet (polytri/ir/builder.py: no @public), so their
 #: errors show the parser's frames.
-BUILDER = {"builder-parse", "builder-affine"}
 
 
 @pytest.fixture(scope="module")
@@ -120,10 +119,7 @@ def test_message_names_the_culprit(results: dict, case: str) -> None:
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize("case", [c for c in EXPECTED if c not in BUILDER] + [
-    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="ProgramBuilder methods are not @public "
-                                            "(polytri/ir/builder.py, not owned by this change)"))
-    for c in sorted(BUILDER)])
+@pytest.mark.parametrize("case", list(EXPECTED))
 def test_no_internal_frames_without_debug(results: dict, debug_results: dict, case: str) -> None:
     assert internal_frames(results[case]["tb"]) == [], results[case]["tb"]
     # the control: with POLYTRI_DEBUG=1 the same error shows where inside polytri it was raised

@@ -330,3 +330,21 @@ def test_batched_contraction_with_transposed_operands_uses_tl_dot() -> None:
     c = torch.zeros(3, 20, 17)
     k(A=a, B=b, C=c)
     torch.testing.assert_close(c, torch.einsum("bki,bjk->bij", a.float(), b.float()), rtol=1e-4, atol=1e-4)
+
+
+def test_an_internal_code_generation_failure_falls_back_to_the_original_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    import polytri.codegen_triton.options as gpu_options
+    real = gpu_options.generate_module
+    calls: list[int] = []
+
+    def flaky(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 1:
+            raise IndexError("simulated code generation bug")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gpu_options, "generate_module", flaky)
+    with pytest.warns(UserWarning, match="original order"):
+        k = pt.compile(_program("jacobi_1d"), target="nvgpu")
+    assert k.schedule_info.origin == "original"
+    _check_kernel_against_reference(k, "jacobi_1d")

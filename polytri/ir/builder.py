@@ -10,14 +10,15 @@ from __future__ import annotations
 import keyword
 import re
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from typing import Any
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
 import islpy as isl
 
 from .. import dtypes
 from ..dtypes import VType
-from ..errors import ProgramError, TypeCheckError
+from ..errors import ProgramError, TypeCheckError, public
 from .affine import condition_to_isl, to_isl
 from .expr import Binary, Const, Expr, accesses
 from .parse import AUG_OPS, NameKind, Scope, parse_assign, parse_expr
@@ -120,6 +121,7 @@ class ProgramBuilder:
                                f"{self._names()[name]} of the same name")
         self._frozen = None
 
+    @public
     def array(self, name: str, shape: Sequence[ShapeEntry], dtype: str = "float64") -> Array:
         """Declare an array; shape entries are ints, parameter names or affine strings in parameters."""
         self._declare(name, "array")
@@ -139,6 +141,7 @@ class ProgramBuilder:
         self._s.arrays[name] = arr
         return arr
 
+    @public
     def scalar(self, name: str, dtype: str = "float64") -> Scalar:
         """Declare a run-time scalar argument."""
         self._declare(name, "scalar")
@@ -146,6 +149,7 @@ class ProgramBuilder:
         self._s.scalars[name] = sc
         return sc
 
+    @public
     def assume(self, constraint: str) -> None:
         """Add an affine constraint on the parameters (``"M <= N"``) to the program's context."""
         scope = Scope({p: "param" for p in self._s.params})
@@ -162,29 +166,30 @@ class ProgramBuilder:
         e = Const(value) if isinstance(value, int) else parse_expr(value, Scope(self._names()), what=what)
         return to_isl(e, what=what, allow_minmax=True)
 
-    @contextmanager
-    def loop(self, var: str, lo: Bound, hi: Bound) -> Iterator[str]:
-        """Open a loop ``for var in [lo, hi)``; bounds are affine in parameters and enclosing iterators."""
+    @public
+    def loop(self, var: str, lo: Bound, hi: Bound) -> AbstractContextManager[str]:
+        """Open a loop ``for var in [lo, hi)``; bounds are affine in parameters and enclosing iterators.
+        Checked when called, so an error points at the ``with`` line, without polytri's frames."""
         check_identifier(var, "iterator")
         if var in self._names():
             raise ProgramError(f"loop iterator {var!r} clashes with the {self._names()[var]} of the same name")
         lo_s, hi_s = self._bound(lo, var, "lower"), self._bound(hi, var, "upper")
         frame = _Frame(var, f"{lo_s} <= {var} < {hi_s}", index=self._claim_position())
-        self._s.stack.append(frame)
-        try:
-            yield var
-        finally:
-            self._s.stack.pop()
+        return self._open(frame, var)
 
-    @contextmanager
-    def when(self, condition: str, *, negate: bool = False) -> Iterator[None]:
+    @public
+    def when(self, condition: str, *, negate: bool = False) -> AbstractContextManager[None]:
         """Guard the statements inside by an affine condition (or its negation)."""
         scope = Scope(self._names())
         e = parse_expr(condition, scope, what="condition")
         frame = _Frame(None, condition_to_isl(e, what=f"condition {condition!r}"), negated=negate)
+        return self._open(frame, None)
+
+    @contextmanager
+    def _open(self, frame: _Frame, value: Any) -> Iterator[Any]:
         self._s.stack.append(frame)
         try:
-            yield
+            yield value
         finally:
             self._s.stack.pop()
 
@@ -209,6 +214,7 @@ class ProgramBuilder:
             raise ProgramError(f"program {self.name!r}: statement name {name!r} is already taken by an explicit statement")
         return name
 
+    @public
     def assign(self, text: str) -> str:
         """Add ``A[...] = expr`` (or ``+=``, ``-=``, ``*=``, ``/=``) inside the open loops; returns its name."""
         name = self._next_name()
@@ -227,6 +233,7 @@ class ProgramBuilder:
         self._add(stmt)
         return name
 
+    @public
     def statement(self, name: str, domain: str | isl.Set, body: str) -> str:
         """Add a statement with an explicit isl iteration domain, after everything added so far."""
         check_identifier(name, "statement")
