@@ -10,9 +10,9 @@ from __future__ import annotations
 import keyword
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import islpy as isl
 
