@@ -101,7 +101,7 @@ def test_random_torch_graphs_equal_eager(g: Graph, seed: int) -> None:
 
 @pytest.mark.cc
 @pytest.mark.slow
-@settings(max_examples=150, **CI)
+@settings(max_examples=400, **CI)
 @given(graphs(), st.integers(0, 2**16))
 def test_random_torch_graphs_fuzz(g: Graph, seed: int) -> None:
     _check(g, seed)

@@ -22,7 +22,7 @@ from ..ir.expr import Expr
 from ..ir.program import Program
 from ..loop_ast import Block, For, If, Node, Run, isl_expr, walk
 from ..schedule.schedule import Schedule
-from .kgen import KernelSpec, kernel_parameters
+from .kgen import KernelSpec, kernel_parameters, upper_exclusive
 from .texpr import index_text, user
 
 log = logging.getLogger("polytri.triton")
@@ -138,8 +138,7 @@ class HostPlanner:
             self.launch(grid_chain(n), depth, host)
         elif isinstance(n, For) and _has_parallel(n.body):
             lo = index_text(n.lower, {}, device=False)
-            from .kgen import _upper_exclusive
-            hi = index_text(_upper_exclusive(n.cond, n.var), {}, device=False)
+            hi = index_text(upper_exclusive(n.cond, n.var), {}, device=False)
             self.emit(depth, f"for {n.var} in range({lo}, {hi}, {n.step}):")
             self.node(n.body, depth + 1, host + [n])
         else:

@@ -16,9 +16,10 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from .. import dtypes
 from ..dtypes import BOOL, DType
 from ..errors import UnsupportedError
-from ..ir.expr import Access, Binary, Expr, Var, accesses
+from ..ir.expr import Access, Binary, Const, Expr, Var, accesses
 from ..ir.program import Program
 from ..ir.types import Typer
 from ..loop_ast import Block, For, If, Node, Run, walk
@@ -61,11 +62,10 @@ class _Ctx:
     """A block of int32 zeros of the current shape (added to pointers that vary along fewer axes)."""
 
 
-def _upper_exclusive(cond: Expr, var: str) -> Expr:
+def upper_exclusive(cond: Expr, var: str) -> Expr:
     """``u`` such that ``cond`` reads ``var < u`` (isl writes ``var <= e`` or ``var < e``)."""
     if isinstance(cond, Binary) and isinstance(cond.lhs, Var) and cond.lhs.name == var:
         if cond.op == "<=":
-            from ..ir.expr import Const
             return Binary("+", cond.rhs, Const(1))
         if cond.op == "<":
             return cond.rhs
@@ -73,7 +73,7 @@ def _upper_exclusive(cond: Expr, var: str) -> Expr:
 
 
 def _loop_range(loop: For) -> tuple[Expr, Expr]:
-    return loop.lower, _upper_exclusive(loop.cond, loop.var)
+    return loop.lower, upper_exclusive(loop.cond, loop.var)
 
 
 class KernelPrinter:
@@ -170,7 +170,6 @@ class KernelPrinter:
         return max(side, 2)
 
     def dtype(self, name: str) -> DType:
-        from .. import dtypes
         return dtypes.dtype(self.p.array(name).dtype)
 
     # --- kernel -----------------------------------------------------------------------------------
