@@ -27,7 +27,7 @@ from .errors import BoundsError, ParameterBoundsError
 
 #: Targets every random program is compiled for; a GPU target joins by adding its name (and an entry in
 #: :data:`OPTIONS`; kernels of other targets are called with the same numpy arguments).
-TARGETS = ["cpu"]
+TARGETS = ["cpu", "nvgpu"]
 
 #: Option sets per target: the default, the original order without OpenMP, max fusion with small tiles.
 #: The C is built with ``-Wall -Wextra -Werror``: generated code must compile warning-free.

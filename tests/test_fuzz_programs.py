@@ -1,10 +1,11 @@
 """Fuzzing (issue 8, item 6): random affine programs (nested and triangular loops, several statements,
-time loops, reductions, mixed dtypes) through every target of ``polytri.fuzz.TARGETS`` under several
+time loops, reductions, mixed dtypes) through every target of ``polytri.fuzz.TARGETS`` (cpu, and nvgpu in
+Triton's interpreter) under several
 option sets, compared with ``pt.reference``; random out-of-bounds programs are rejected at compile time
 or at call time exactly when a brute-force enumeration finds an access outside its array.
 
 ``make test`` runs a bounded number of examples, ``make fuzz`` (marker ``slow``) a long run.  Random
-torch graphs are not generated here yet (the torch frontend is not in the tree).
+torch graphs are fuzzed in tests/test_fuzz_torch.py.
 """
 
 from __future__ import annotations
