@@ -88,7 +88,7 @@ def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any]) -> tupl
     # programs (a two-layer MLP), and isl's operation budget does not stop it
     for fuse in ("smart", "none"):
         cand = _candidate(prog, deps, opts, fuse)
-        chains = launch_chains(cand[2])
+        chains = launch_chains(cand[2]) or [0]
         key = (min(chains), -len(chains), max(chains))
         summary.append(f"'{fuse}': {len(chains)} launch(es), grid loops {chains}")
         if best is None or key > best[0]:
@@ -120,7 +120,7 @@ def _hoist_parallel_loops(prog: Program, deps: Dependences, schedule: Schedule, 
     proves the result legal, the loop stays parallel and the launches improve (fewer, with no fewer grid
     loops).  Softmax's three row passes, a matmul's initialization and its product, become one kernel;
     this is the part of Pluto's maximal fusion a GPU wants, without its search."""
-    chains = launch_chains(ast)
+    chains = launch_chains(ast) or [0]
     improved = True
     while improved:
         improved = False
@@ -131,7 +131,7 @@ def _hoist_parallel_loops(prog: Program, deps: Dependences, schedule: Schedule, 
             if not all(trial.parallel[d:d + k]) or not is_legal(trial.map, deps):
                 continue
             trial_ast = build_loop_ast(prog, trial, deps)
-            trial_chains = launch_chains(trial_ast)
+            trial_chains = launch_chains(trial_ast) or [0]
             if (min(trial_chains), -len(trial_chains)) > (min(chains), -len(chains)):
                 why = (f"GPU: distribution dimension {d} moved below the parallel loop(s) {d + 1}..{d + k}: "
                        f"{len(trial_chains)} launch(es), grid loops {trial_chains} (was {chains})")
