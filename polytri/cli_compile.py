@@ -94,7 +94,7 @@ def parse_sections(items: list[str], target: str | None) -> tuple[list[str], str
 
 
 def _schedule_text(kernel: Any) -> str:
-    from .cpu_codegen.kernel import schedule_table
+    from .compiled import schedule_table
     s = kernel.schedule_info
     names = [st.name for st in kernel.program.statements]
     lines = [f"schedule ({s.origin}):", f"  {s.map}", ""] + schedule_table(s, names)

@@ -100,23 +100,9 @@ def test_blur_is_one_fused_statement_and_equals_eager() -> None:
     assert report.kernels[0].program.count("statement S") == 1
 
 
-def _nvgpu_available() -> bool:
-    p = pt.Program("probe")
-    p.array("A", (4,), "float32")
-    with p.loop("i", 0, 4):
-        p.assign("A[i] = 1.0")
-    try:
-        pt.compile(p, target="nvgpu")
-    except pt.UnsupportedError:
-        return False
-    return True
-
-
 @pytest.mark.interp
 @pytest.mark.parametrize("case", ["mlp", "transformer", "blur"])
 def test_models_on_the_nvgpu_target_through_the_interpreter(case: str) -> None:
-    if not _nvgpu_available():
-        pytest.skip("the nvgpu target is not implemented yet")
     fn: Any
     if case == "mlp":
         fn, x = MLP().eval(), torch.randn(4, 16)

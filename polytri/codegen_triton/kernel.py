@@ -6,11 +6,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import islpy as isl
 import numpy as np
 
 from .. import dtypes
 from ..args import bind, is_torch_tensor
+from ..compiled import CompiledKernel
 from ..errors import ArgumentError, CompilationError, UnsupportedError, public
 from ..ir.program import Program
 from ..schedule.dependences import Dependences
@@ -27,7 +27,7 @@ log = logging.getLogger("polytri.triton")
 MAX_ELEMENTS = 2**31 - 1
 
 
-class TritonKernel:
+class TritonKernel(CompiledKernel):
     """``pt.compile(program, target="nvgpu" | "amdgpu")``: call it with keyword arguments; it runs in place.
 
     CUDA / ROCm tensors launch the kernels on their GPU; numpy arrays and CPU tensors run them in
@@ -36,42 +36,27 @@ class TritonKernel:
     def __init__(self, program: Program, schedule: Schedule, deps: Dependences, *, target: str, arch: GPUArch,
                  model: LaunchModel, source: str, interpreter_source: str, launches: list[Launch],
                  options: dict[str, Any], decisions: list[str]):
-        self.program = program
+        super().__init__(program, schedule, deps, options, decisions, target)
         self.source = source
         """The generated Triton module (kernels and the host function that launches them)."""
         self.interpreter_source = interpreter_source
         """The module run by the interpreter (differs from :attr:`source` only for bfloat16 programs)."""
         self.arch = arch
         self.model = model
-        self.options = dict(options)
-        self.dependences = deps
         self.launches = launches
-        self._target = target
-        self._schedule = schedule
-        self._decisions = list(decisions)
         self._asm: dict[str, str] = {}
-
-    @property
-    def target(self) -> str:
-        return self._target
+        self._modules: dict[str, Any] = {}
 
     @property
     def kernels(self) -> list[str]:
         """Names of the Triton kernels, in launch order of first appearance."""
         return [launch.spec.name for launch in self.launches]
 
-    @property
-    def schedule(self) -> isl.UnionMap:
-        return self._schedule.map
-
-    @property
-    def decisions(self) -> list[str]:
-        """Every decision of the compilation (schedule, fusion, parallel loops, launches), in order."""
-        return list(self._decisions)
-
-    @property
-    def schedule_info(self) -> Schedule:
-        return self._schedule
+    def _module(self, mode: str) -> Any:
+        """The generated module loaded for ``jit`` (GPU, ahead of time) or ``interpret`` (loaded once)."""
+        if mode not in self._modules:
+            self._modules[mode] = load_module(self.interpreter_source if mode == "interpret" else self.source, mode)
+        return self._modules[mode]
 
     # --- running ----------------------------------------------------------------------------------------
     @public
@@ -94,17 +79,13 @@ class TritonKernel:
         out = []
         for s in self.program.scalars:
             d = dtypes.dtype(s.dtype)
-            name = "float32" if (d is dtypes.BFLOAT16 and bf16_as_f32) else d.name
-            value = bound.scalars[s.name]
-            if d is dtypes.BFLOAT16:
-                value = float(np.float32(value)) if not isinstance(value, float) else value
-            out.append(torch.tensor([value.item() if hasattr(value, "item") else value],
-                                    dtype=getattr(torch, "bool" if name == "bool" else name), device=device))
+            name = "float32" if d is dtypes.BFLOAT16 and bf16_as_f32 else d.name
+            out.append(torch.tensor([bound.scalars[s.name].item()], dtype=getattr(torch, name), device=device))
         return out
 
     def _run_interpreted(self, bound: Any) -> None:
         import torch
-        module = load_module(self.interpreter_source, "interpret")
+        module = self._module("interpret")
         works, backs = [], []
         for a in self.program.arrays:
             x = bound.arrays[a.name]
@@ -137,7 +118,7 @@ class TritonKernel:
 
     def _run_gpu(self, bound: Any) -> None:
         import torch
-        module = load_module(self.source, "jit")
+        module = self._module("jit")
         works, backs = [], []
         for a in self.program.arrays:
             x = bound.arrays[a.name]
@@ -181,7 +162,7 @@ class TritonKernel:
             import triton
             from triton.compiler import ASTSource
             target = ARCHS[arch]
-            module = load_module(self.source, "jit")
+            module = self._module("jit")
             texts = []
             for launch in self.launches:
                 fn = getattr(module, launch.spec.name)
@@ -202,13 +183,11 @@ class TritonKernel:
 
     def explain(self) -> str:
         """A readable report: schedule, launches (grid loops, blocks), decisions."""
-        from ..cpu_codegen.kernel import schedule_table
         p = self.program
         lines = [f"program {p.name} [{', '.join(p.params)}], target {self.target} (model: {self.arch.name})",
                  "", "statements:"]
         lines += [f"  {st.name}: {st.text()}" for st in p.statements]
-        lines += ["", f"schedule ({self._schedule.origin}):", f"  {self._schedule.map}"]
-        lines += [""] + schedule_table(self._schedule, [st.name for st in p.statements])
+        lines += [""] + self._schedule_report()
         lines += ["", "kernels:"]
         for launch in self.launches:
             spec = launch.spec

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from .. import dtypes
 from ..dtypes import BOOL, DType
 from ..errors import UnsupportedError
-from ..ir.expr import Access, Binary, Const, Expr, Var, accesses
+from ..ir.expr import Access, Binary, Const, Expr, Var, accesses, substitute, var_names
 from ..ir.program import Program
 from ..ir.types import Typer
 from ..loop_ast import Block, For, If, Node, Run, walk
 from .reduction import Contraction, Reduction, find_contraction, find_reduction, find_reductions
 from .target import LaunchModel
-from .texpr import TL_TYPES, TritonExprPrinter, array_offset, index_text, iter_names, substitute, user
+from .texpr import TL_TYPES, TritonExprPrinter, array_offset, index_text, user
 
 #: Row and column broadcasting of a counter (or mask) in a block of rank 1, 2 and 3.
 _AXIS = {(1, 0): "", (2, 0): "[:, None]", (2, 1): "[None, :]",
@@ -115,7 +115,7 @@ class KernelPrinter:
         self.emit(depth, f"{name} = ({conjunction}) != 0")
 
     def vector_in(self, e: Expr) -> set[str]:
-        return iter_names(e) & set(self.vec_axis)
+        return var_names(e, "iter") & set(self.vec_axis)
 
     def printer(self, ctx: _Ctx, mask: str | None) -> TritonExprPrinter:
         names, zero = ctx.names, ctx.zero

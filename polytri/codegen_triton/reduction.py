@@ -18,11 +18,10 @@ from dataclasses import dataclass
 
 from .. import dtypes
 from ..dtypes import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, DType
-from ..ir.expr import Access, Binary, Call, Cast, Expr, accesses
+from ..ir.expr import Access, Binary, Call, Cast, Expr, accesses, substitute, var_names
 from ..ir.program import Program, Statement
 from ..ir.types import Typer
 from ..loop_ast import Block, For, Node, Run
-from .texpr import iter_names, substitute
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +102,7 @@ def _reduction(loop: For, program: Program, run: Run) -> Reduction | None:
     env = dict(zip(st.iterators, run.args))
     target = substitute(st.target, env)
     value = substitute(st.value, env)
-    if not isinstance(target, Access) or loop.var in iter_names(target):
+    if not isinstance(target, Access) or loop.var in var_names(target, "iter"):
         return None
     found: tuple[str, Expr] | None = None
     if isinstance(value, Binary) and value.op in ("+", "-"):
@@ -119,7 +118,7 @@ def _reduction(loop: For, program: Program, run: Run) -> Reduction | None:
     if found is None:
         return None
     op, term = found
-    if loop.var not in iter_names(term):
+    if loop.var not in var_names(term, "iter"):
         return None
     return Reduction(loop, st, target, op, term, value)
 
@@ -148,12 +147,12 @@ def find_contraction(red: Reduction, typer: Typer, a: str, b: str) -> Contractio
     if red.op not in ("+", "-"):
         return None
     k = red.loop.var
-    bounds = iter_names(red.loop.lower) | iter_names(red.loop.cond)
+    bounds = var_names(red.loop.lower, "iter") | var_names(red.loop.cond, "iter")
     if {a, b} <= bounds:
         return None  # a triangle in both block dimensions: no operand mask can express it
     factors = _factors(red.term)
-    with_k = [f for f in factors if k in iter_names(f)]
-    scale = tuple(f for f in factors if k not in iter_names(f))
+    with_k = [f for f in factors if k in var_names(f, "iter")]
+    scale = tuple(f for f in factors if k not in var_names(f, "iter"))
     if len(with_k) != 2:
         return None
     ops = [_operand(f, typer) for f in with_k]
@@ -163,10 +162,10 @@ def find_contraction(red: Reduction, typer: Typer, a: str, b: str) -> Contractio
     if tp is not tq:
         return None
     blocks = {a, b}
-    if iter_names(p) & blocks == {b} and iter_names(q) & blocks == {a}:
+    if var_names(p, "iter") & blocks == {b} and var_names(q, "iter") & blocks == {a}:
         p, q = q, p
-    if not (iter_names(p) & blocks == {a} and iter_names(q) & blocks == {b}
-            and k in iter_names(p) and k in iter_names(q)):
+    if not (var_names(p, "iter") & blocks == {a} and var_names(q, "iter") & blocks == {b}
+            and k in var_names(p, "iter") and k in var_names(q, "iter")):
         return None
     acc = {FLOAT16: FLOAT32, BFLOAT16: FLOAT32, FLOAT32: FLOAT32, FLOAT64: FLOAT64, INT8: INT32}.get(tp)
     if acc is None:

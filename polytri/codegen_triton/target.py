@@ -91,8 +91,8 @@ def launch_model(arch: GPUArch, *, element_bytes: int, dot_bytes: int | None,
     4 waves) keep loads vectorized and the grid large; 2-D blocks are 32 x 32.  Contractions: 128 x 128
     accumulators in fp32 are 64 KiB of registers per program, half the register file of one SM, which
     leaves room for the operand tiles; K = 32 (64 for 8-bit inputs, whose ``tl.dot`` minimum is 32)
-    puts two 128 x 32 16-bit tiles, 16 KiB, in shared memory per stage, so 3 stages fit sm_80's and
-    CDNA's shared memory, and 4 fit sm_90's.  Elementwise work in fp64 uses half-size blocks.
+    puts two 128 x 32 16-bit tiles, 16 KiB, in shared memory per stage: 4 stages on sm_90 (227 KiB),
+    3 on sm_80 (163 KiB), 2 on the AMD parts (64 KiB of LDS).  Elementwise work in fp64 uses half-size blocks.
     """
     side = 32 if element_bytes <= 4 else 16
     b = (side, side) if block is None else (_pow2(block, "block"), _pow2(block, "block"))

@@ -75,42 +75,6 @@ def index_text(e: Expr, names: Mapping[str, str], *, device: bool = True) -> str
     raise TypeError(f"not an index expression: {e!r}")
 
 
-def substitute(e: Expr, env: Mapping[str, Expr]) -> Expr:
-    """``e`` with iterator variables replaced by expressions (a statement's iterators by loop counters)."""
-    if isinstance(e, Var):
-        return env.get(e.name, e) if e.kind == "iter" else e
-    if isinstance(e, Access):
-        return Access(e.array, tuple(substitute(i, env) for i in e.index))
-    if isinstance(e, Unary):
-        return Unary(e.op, substitute(e.operand, env))
-    if isinstance(e, Binary):
-        return Binary(e.op, substitute(e.lhs, env), substitute(e.rhs, env))
-    if isinstance(e, Call):
-        return Call(e.func, tuple(substitute(a, env) for a in e.args))
-    if isinstance(e, Cast):
-        return Cast(e.dtype, substitute(e.operand, env))
-    return e
-
-
-def iter_names(e: Expr) -> set[str]:
-    """Names of the loop counters / iterators ``e`` reads (in subscripts included)."""
-    out: set[str] = set()
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Var) and x.kind == "iter":
-            out.add(x.name)
-        elif isinstance(x, Access):
-            stack.extend(x.index)
-        elif isinstance(x, Unary | Cast):
-            stack.append(x.operand)
-        elif isinstance(x, Binary):
-            stack += [x.lhs, x.rhs]
-        elif isinstance(x, Call):
-            stack.extend(x.args)
-    return out
-
-
 class TritonExprPrinter:
     """Prints statement values as Triton expressions.
 

@@ -7,10 +7,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import islpy as isl
 import numpy as np
 
 from ..args import bind, is_torch_tensor
+from ..compiled import CompiledKernel
 from ..errors import public
 from ..ir.program import Program
 from ..schedule.dependences import Dependences
@@ -45,34 +45,16 @@ def _write_back(x: Any, tmp: Any) -> None:
         x[...] = tmp
 
 
-def schedule_table(s: Schedule, statements: list[str]) -> list[str]:
-    """One line per time dimension: kind (loop, scalar), band, parallel, and each statement's row."""
-    band_of = {d: k for k, b in enumerate(s.bands) for d in b.dims}
-    out = []
-    for d in range(s.ndim):
-        scalar = s.scalar[d] if d < len(s.scalar) else False
-        kind = "scalar " if scalar else "loop   "
-        band = f"band {band_of[d]} (permutable)" if d in band_of else ("-" if scalar else "outside bands")
-        par = "" if scalar else ("parallel" if s.parallel[d] else "sequential")
-        rows = ", ".join(f"{n}: {s.rows[d][n]}" for n in statements) if s.rows else ""
-        out.append(f"  t{d}: {kind} {band:22s} {par:10s} {rows}".rstrip())
-    return out
-
-
-class CpuKernel:
+class CpuKernel(CompiledKernel):
     """``pt.compile(program, target="cpu")``: call it with keyword arguments; it runs in place."""
 
     def __init__(self, program: Program, schedule: Schedule, deps: Dependences, source: str, library: Path,
                  function: str, options: dict[str, Any], decisions: list[str]):
-        self.program = program
+        super().__init__(program, schedule, deps, options, decisions, "cpu")
         self.source = source
         """The generated C."""
         self.library = library
         """Path of the built shared library (in polytri's cache)."""
-        self.options = dict(options)
-        self.dependences = deps
-        self._schedule = schedule
-        self._decisions = list(decisions)
         lib = ctypes.CDLL(str(library))
         fn = getattr(lib, function)
         fn.restype = None
@@ -81,25 +63,6 @@ class CpuKernel:
                        + [ctypes.c_int64] * len(program.params) + [ctypes.c_int])
         self._fn = fn
         self._lib = lib
-
-    @property
-    def target(self) -> str:
-        return "cpu"
-
-    @property
-    def schedule(self) -> isl.UnionMap:
-        """The final schedule: statement instances -> one common time space, lexicographic order."""
-        return self._schedule.map
-
-    @property
-    def decisions(self) -> list[str]:
-        """Every decision of the compilation (schedule, fusion, parallel loops, launches), in order."""
-        return list(self._decisions)
-
-    @property
-    def schedule_info(self) -> Schedule:
-        """The final schedule with its facts: bands, parallel and scalar dimensions, decisions."""
-        return self._schedule
 
     @public
     def __call__(self, **kwargs: Any) -> None:
@@ -128,8 +91,7 @@ class CpuKernel:
         for kind in ("flow", "anti", "output"):
             m = getattr(self.dependences, kind)
             lines.append(f"  {kind:6s} {'none' if m.is_empty() else m}")
-        lines += ["", f"schedule ({self._schedule.origin}):", f"  {self._schedule.map}"]
-        lines += [""] + schedule_table(self._schedule, [st.name for st in p.statements])
+        lines += [""] + self._schedule_report()
         lines += ["", "decisions:"] + [f"  - {d}" for d in self._decisions]
         lines += ["", f"library: {self.library}"]
         return "\n".join(lines)

@@ -30,7 +30,7 @@ from dataclasses import replace
 import islpy as isl
 
 from ..ir.affine import linear
-from ..ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, Var, accesses
+from ..ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, accesses, substitute, transform
 from ..ir.program import Program, Statement
 
 log = logging.getLogger("polytri.fusion")
@@ -53,37 +53,6 @@ def _solve(st: Statement) -> dict[str, tuple[int, int]] | None:
             return None
         out[name] = (pos, const)
     return out if set(out) == set(st.iterators) else None
-
-
-def _subst(e: Expr, env: dict[str, Expr]) -> Expr:
-    if isinstance(e, Var):
-        return env.get(e.name, e) if e.kind == "iter" else e
-    if isinstance(e, Access):
-        return Access(e.array, tuple(_subst(i, env) for i in e.index))
-    if isinstance(e, Unary):
-        return Unary(e.op, _subst(e.operand, env))
-    if isinstance(e, Binary):
-        return Binary(e.op, _subst(e.lhs, env), _subst(e.rhs, env))
-    if isinstance(e, Call):
-        return Call(e.func, tuple(_subst(a, env) for a in e.args))
-    if isinstance(e, Cast):
-        return Cast(e.dtype, _subst(e.operand, env))
-    return e
-
-
-def _replace_reads(e: Expr, array: str, make) -> Expr:
-    """``e`` with every read of ``array`` replaced by ``make(access)``."""
-    if isinstance(e, Access):
-        return make(e) if e.array == array else e
-    if isinstance(e, Unary):
-        return Unary(e.op, _replace_reads(e.operand, array, make))
-    if isinstance(e, Binary):
-        return Binary(e.op, _replace_reads(e.lhs, array, make), _replace_reads(e.rhs, array, make))
-    if isinstance(e, Call):
-        return Call(e.func, tuple(_replace_reads(a, array, make) for a in e.args))
-    if isinstance(e, Cast):
-        return Cast(e.dtype, _replace_reads(e.operand, array, make))
-    return e
 
 
 def _offset(e: Expr, k: int) -> Expr:
@@ -166,16 +135,19 @@ def inline_producers(program: Program, temporaries: Iterable[str], *, max_nodes:
         solution = _solve(p)
         assert solution is not None
 
-        def recompute(acc: Access, p: Statement = p, solution: dict = solution) -> Expr:
-            env = {it: _offset(acc.index[pos], k) for it, (pos, k) in solution.items()}
-            return _subst(p.value, env)
+        def recompute(n: Expr, p: Statement = p, solution: dict = solution, array: str = array) -> Expr | None:
+            """A read of ``array`` as the producer's value at the instance that wrote the element."""
+            if not (isinstance(n, Access) and n.array == array):
+                return None
+            env = {it: _offset(n.index[pos], k) for it, (pos, k) in solution.items()}
+            return substitute(p.value, env)
 
         statements = []
         for s in program.statements:
             if s is p:
                 continue
             if s in readers:
-                s = replace(s, value=_replace_reads(s.value, array, recompute))
+                s = replace(s, value=transform(s.value, recompute))
             statements.append(s)
         program = replace(program, statements=tuple(statements), _cache={})
         decisions.append(f"{p.name} ({p.text()}) recomputed in {', '.join(r.name for r in readers) or 'no statement'}; "

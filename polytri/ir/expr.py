@@ -6,7 +6,7 @@ statement is parsed, so a :class:`Var` already knows whether it is an iterator, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -137,3 +137,27 @@ def accesses(e: Expr) -> list[Access]:
 def var_names(e: Expr, kind: VarKind) -> set[str]:
     """Names of the variables of one kind used in ``e``."""
     return {n.name for n in walk(e) if isinstance(n, Var) and n.kind == kind}
+
+
+def transform(e: Expr, replace: Callable[[Expr], Expr | None]) -> Expr:
+    """``e`` rebuilt bottom-up, each node first offered to ``replace`` (pre-order): a non-``None`` result
+    takes the node's place, ``None`` keeps the node and transforms its children."""
+    new = replace(e)
+    if new is not None:
+        return new
+    if isinstance(e, Access):
+        return Access(e.array, tuple(transform(i, replace) for i in e.index))
+    if isinstance(e, Unary):
+        return Unary(e.op, transform(e.operand, replace))
+    if isinstance(e, Binary):
+        return Binary(e.op, transform(e.lhs, replace), transform(e.rhs, replace))
+    if isinstance(e, Call):
+        return Call(e.func, tuple(transform(a, replace) for a in e.args))
+    if isinstance(e, Cast):
+        return Cast(e.dtype, transform(e.operand, replace))
+    return e
+
+
+def substitute(e: Expr, env: Mapping[str, Expr]) -> Expr:
+    """``e`` with iterator variables replaced by expressions (subscripts included)."""
+    return transform(e, lambda n: env.get(n.name) if isinstance(n, Var) and n.kind == "iter" else None)

@@ -1,0 +1,66 @@
+"""What every compiled kernel shares, whatever its target: the program, its schedule and the decisions
+that produced it, and the part of ``explain()`` that describes them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import islpy as isl
+
+from .ir.program import Program
+from .schedule.dependences import Dependences
+from .schedule.schedule import Schedule
+
+
+def schedule_table(s: Schedule, statements: list[str]) -> list[str]:
+    """One line per time dimension: kind (loop, scalar), band, parallel, and each statement's row."""
+    band_of = {d: k for k, b in enumerate(s.bands) for d in b.dims}
+    out = []
+    for d in range(s.ndim):
+        scalar = s.scalar[d] if d < len(s.scalar) else False
+        kind = "scalar " if scalar else "loop   "
+        band = f"band {band_of[d]} (permutable)" if d in band_of else ("-" if scalar else "outside bands")
+        par = "" if scalar else ("parallel" if s.parallel[d] else "sequential")
+        rows = ", ".join(f"{n}: {s.rows[d][n]}" for n in statements) if s.rows else ""
+        out.append(f"  t{d}: {kind} {band:22s} {par:10s} {rows}".rstrip())
+    return out
+
+
+
+class CompiledKernel:
+    """Base of :class:`~polytri.cpu_codegen.kernel.CpuKernel` and
+    :class:`~polytri.codegen_triton.kernel.TritonKernel`."""
+
+    def __init__(self, program: Program, schedule: Schedule, deps: Dependences, options: dict[str, Any],
+                 decisions: list[str], target: str):
+        self.program = program
+        self.options = dict(options)
+        self.dependences = deps
+        self._schedule = schedule
+        self._decisions = list(decisions)
+        self._target = target
+
+    @property
+    def target(self) -> str:
+        return self._target
+
+    @property
+    def schedule(self) -> isl.UnionMap:
+        """The final schedule: statement instances -> one common time space, lexicographic order."""
+        return self._schedule.map
+
+    @property
+    def schedule_info(self) -> Schedule:
+        """The final schedule with its facts: bands, parallel and scalar dimensions, decisions."""
+        return self._schedule
+
+    @property
+    def decisions(self) -> list[str]:
+        """Every decision of the compilation (schedule, fusion, parallel loops, launches), in order."""
+        return list(self._decisions)
+
+    def _schedule_report(self) -> list[str]:
+        """The schedule, as a map and as a table of its dimensions."""
+        names = [st.name for st in self.program.statements]
+        return ([f"schedule ({self._schedule.origin}):", f"  {self._schedule.map}", ""]
+                + schedule_table(self._schedule, names))
