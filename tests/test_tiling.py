@@ -59,6 +59,20 @@ def test_stencil_gets_a_wavefront_and_a_parallel_tile_loop() -> None:
     assert tiled.rows[0]["S0"] == "tile(t, 16) + tile(2*t + i, 16)"
 
 
+def test_seidel_points_run_along_a_wavefront_inside_a_tile() -> None:
+    prog = to_program(KERNELS["seidel_2d"].build())
+    deps = compute_dependences(prog)
+    sched = pluto_schedule(prog, deps)
+    plain = tile_schedule(prog, sched, deps, size=8, intra_tile=False)
+    assert not plain.parallel[-1]  # the j sweep: each point waits for its left neighbour
+    tiled = tile_schedule(prog, sched, deps, size=8)
+    assert is_legal(tiled.map, deps)
+    assert tiled.parallel[-1] and any("intra-tile wavefront" in d for d in tiled.decisions)
+    assert tiled.rows[-1]["S0"] == plain.rows[-2]["S0"]
+    assert tiled.rows[-2]["S0"] == f"{plain.rows[-2]['S0']} + {plain.rows[-1]['S0']}"
+    assert tiled.map.apply_range(plain.map.reverse()).is_injective()  # same points, one time each
+
+
 def test_gemm_tiles_keep_outer_parallelism_without_wavefront() -> None:
     prog = to_program(KERNELS["gemm"].build())
     deps = compute_dependences(prog)

@@ -119,7 +119,8 @@ def picture_schedule(program: Program, deps: Dependences, *, schedule: str = "pl
 
     ``schedule`` is ``pluto``, ``auto`` or ``original`` (as the compile option); the untiled result is
     tiled with ``tile_size`` (every band dimension; ``None``: the compiler's model) when ``tile`` is set
-    and it has a band of width >= 2, and proved legal."""
+    and it has a band of width >= 2, and proved legal.  The tiles are the compiler's; inside a tile the
+    points keep the band's order (the compiler may scan them along a wavefront, see ``tile_band``)."""
     if schedule == "original":
         return original_schedule(program, deps), ()
     if schedule not in ("pluto", "auto"):
@@ -128,7 +129,7 @@ def picture_schedule(program: Program, deps: Dependences, *, schedule: str = "pl
     bands = sorted((b for b in untiled.bands if b.width >= 2), key=lambda b: b.first)
     if not tile or untiled.origin == "original" or not bands:
         return untiled, ()
-    tiled = tile_schedule(program, untiled, deps, size=tile_size)
+    tiled = tile_schedule(program, untiled, deps, size=tile_size, intra_tile=False)
     prove_legal(tiled.map, deps, what=f"{program.name}: the tiled schedule")
     strips: list[Strip] = []
     shift = 0

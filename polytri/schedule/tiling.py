@@ -76,9 +76,11 @@ def _transform(schedule: isl.UnionMap, ndim: int, text_out: list[str], conds: li
     return schedule.apply_range(isl.UnionMap.from_map(m))
 
 
-def tile_band(schedule: Schedule, band: Band, sizes: tuple[int, ...], deps: Dependences) -> Schedule:
+def tile_band(schedule: Schedule, band: Band, sizes: tuple[int, ...], deps: Dependences, *,
+              intra_tile: bool = True) -> Schedule:
     """``schedule`` with ``band`` tiled by ``sizes`` (and a wavefront over the tiles if none of the tile
-    loops would be parallel otherwise)."""
+    loops would be parallel otherwise; with ``intra_tile``, a wavefront over the points of a tile when its
+    innermost loop carries a dependence)."""
     nd = schedule.ndim
     dims = list(band.dims)
     outs: list[str] = []
@@ -123,18 +125,49 @@ def tile_band(schedule: Schedule, band: Band, sizes: tuple[int, ...], deps: Depe
     what = (f"band {schedule.bands.index(band)} tiled {'x'.join(map(str, sizes))}"
             + (" with a wavefront over tiles (no tile loop was parallel)" if wavefront else ""))
     log.info("%s", what)
-    return replace(schedule, map=tiled, parallel=par, bands=tuple(bands), scalar=tuple(scalar),
-                   rows=tuple(rows), decisions=schedule.decisions + (what,),
-                   origin=schedule.origin if schedule.origin.endswith("+tiled") else schedule.origin + "+tiled")
+    out = replace(schedule, map=tiled, parallel=par, bands=tuple(bands), scalar=tuple(scalar),
+                  rows=tuple(rows), decisions=schedule.decisions + (what,),
+                  origin=schedule.origin if schedule.origin.endswith("+tiled") else schedule.origin + "+tiled")
+    return _point_wavefront(out, Band(first + shift, len(dims)), deps) if intra_tile else out
 
 
-def tile_schedule(program: Program, schedule: Schedule, deps: Dependences, *, size: int | None = None) -> Schedule:
+def _point_wavefront(schedule: Schedule, points: Band, deps: Dependences) -> Schedule:
+    """Inside a tile, when the innermost point loop carries a dependence (a Gauss-Seidel sweep: each point
+    waits for its neighbour, so the loop is one chain of floating-point latencies and cannot be
+    vectorized), scan the last two point dimensions ``(a, b)`` as ``(a + b, a)``.  Every dependence is
+    non-negative along a permutable band, so ``a + b`` is a legal outer dimension that carries every
+    dependence the pair carried, and the new innermost loop runs over independent points: the core
+    overlaps their chains.  Kept only when isl shows the new innermost loop parallel."""
+    a, b = points.dims[-2], points.dims[-1]
+    if schedule.parallel[b] or points.width < 2:
+        return schedule
+    nd = schedule.ndim
+    outs = [f"c{k}" for k in range(nd)]
+    outs[a], outs[b] = f"c{a} + c{b}", f"c{a}"
+    skewed = _transform(schedule.map, nd, outs, [])
+    par = parallel_dimensions(skewed, deps)
+    if not par[b]:
+        log.info("point loops %d, %d: no parallel inner loop after the intra-tile wavefront; kept", a, b)
+        return schedule
+    rows = list(schedule.rows)
+    if rows:
+        rows[a], rows[b] = ({n: f"{schedule.rows[a][n]} + {schedule.rows[b][n]}" for n in schedule.rows[a]},
+                            schedule.rows[a])
+    what = (f"intra-tile wavefront: point loops {a}, {b} scanned as ({a} + {b}, {a}), so the innermost loop "
+            f"runs over independent points (it carried a dependence)")
+    log.info("%s", what)
+    return replace(schedule, map=skewed, parallel=par, rows=tuple(rows), decisions=schedule.decisions + (what,))
+
+
+def tile_schedule(program: Program, schedule: Schedule, deps: Dependences, *, size: int | None = None,
+                  intra_tile: bool = True) -> Schedule:
     """Tile every permutable band of width >= 2 (a one-dimensional band gains nothing); ``size`` overrides
-    the model's tile side."""
+    the model's tile side.  ``intra_tile=False`` keeps the band's own hyperplanes as the point loops (the
+    pictures of ``polytri plot`` draw tiles from them)."""
     out = schedule
     for band in sorted(schedule.bands, key=lambda b: -b.first):  # inner bands first: indices stay valid
         if band.width < 2:
             continue
         sizes = (size,) * band.width if size else tile_sizes(program, band.width)
-        out = tile_band(out, band, sizes, deps)
+        out = tile_band(out, band, sizes, deps, intra_tile=intra_tile)
     return out
