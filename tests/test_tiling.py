@@ -73,6 +73,15 @@ def test_seidel_points_run_along_a_wavefront_inside_a_tile() -> None:
     assert tiled.map.apply_range(plain.map.reverse()).is_injective()  # same points, one time each
 
 
+@pytest.mark.parametrize("name", ["ludcmp", "lu", "atax", "fdtd_2d"])
+def test_no_intra_tile_wavefront_without_a_recurrence(name: str) -> None:
+    # reductions, eliminations and dependences between different statements only: measured slower
+    prog = to_program(KERNELS[name].build())
+    deps = compute_dependences(prog)
+    tiled = tile_schedule(prog, pluto_schedule(prog, deps), deps)
+    assert not any("intra-tile" in d for d in tiled.decisions)
+
+
 def test_gemm_tiles_keep_outer_parallelism_without_wavefront() -> None:
     prog = to_program(KERNELS["gemm"].build())
     deps = compute_dependences(prog)

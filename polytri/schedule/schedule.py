@@ -69,7 +69,7 @@ def time_dependences(schedule: isl.UnionMap, deps: isl.UnionMap) -> isl.Map | No
     return out.coalesce()
 
 
-def _equal_prefix(space: isl.Space, k: int) -> isl.Map:
+def equal_prefix(space: isl.Space, k: int) -> isl.Map:
     """``{ [t] -> [t'] : t_d = t'_d for d < k }``."""
     m = isl.Map.universe(space)
     for d in range(k):
@@ -88,8 +88,8 @@ def parallel_dimensions(schedule: isl.UnionMap, deps: Dependences) -> tuple[bool
 
 def _carries(tdeps: isl.Map, k: int) -> bool:
     """Some time dependence is equal before dimension ``k`` and differs at ``k``."""
-    at_k = tdeps.intersect(_equal_prefix(tdeps.get_space(), k))
-    return not at_k.subtract(_equal_prefix(tdeps.get_space(), k + 1)).is_empty()
+    at_k = tdeps.intersect(equal_prefix(tdeps.get_space(), k))
+    return not at_k.subtract(equal_prefix(tdeps.get_space(), k + 1)).is_empty()
 
 
 def _time_width(schedule: isl.UnionMap) -> int:
