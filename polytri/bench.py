@@ -43,8 +43,8 @@ Params = dict[str, int]
 # ---------------------------------------------------------------------------------------------------
 #: The compiled variants: column name -> ``pt.compile`` options.
 VARIANTS: dict[str, dict[str, Any]] = {
-    "naive": {"schedule": "original", "openmp": False, "simd": False},
-    "orig+omp": {"schedule": "original"},
+    "naive": {"schedule": "original", "openmp": False, "simd": False, "microkernel": False},
+    "orig+omp": {"schedule": "original", "microkernel": False},
     "polytri": {},
     "tiled": {"schedule": "pluto", "tile": True},
 }

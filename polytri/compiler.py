@@ -13,11 +13,13 @@ import islpy as isl
 
 from .cpu_codegen.build import DEFAULT_FLAGS, build_library
 from .cpu_codegen.cgen import CodegenOptions, generate_c
+from .cpu_codegen.contraction import contraction_nests, describe
 from .cpu_codegen.kernel import CpuKernel
 from .errors import CompilationError, OptionError, PolytriError, public
 from .ir.builder import to_program
 from .ir.program import Program
 from .ir.textform import program_to_text
+from .ir.types import program_typer
 from .ir.verify import verify
 from .loop_ast import For, Node, Run, build_loop_ast, walk
 from .schedule.dependences import Dependences, compute_dependences
@@ -40,6 +42,8 @@ CPU_OPTIONS: dict[str, tuple[Any, str]] = {
     "tile_size": (None, "tile side for every band dimension (default: from a model of the L2 cache)"),
     "openmp": (True, "parallelize the outermost parallel loop of each nest with OpenMP"),
     "simd": (True, "mark innermost parallel loops '#pragma omp simd'"),
+    "microkernel": (True, "run gemm-like contraction nests as packed panels and a register-blocked "
+                          "micro-kernel (BLIS-style, generated C)"),
     "threads": (None, "OpenMP thread count (default: OpenMP's own)"),
     "cc": (None, "C compiler (default: $CC or 'cc')"),
     "cflags": ((), "extra compiler flags, appended to the defaults"),
@@ -55,7 +59,7 @@ def _check_options(target: str, options: Mapping[str, Any] | None) -> dict[str, 
         raise OptionError(f"unknown option(s) {', '.join(map(repr, unknown))} for target {target!r}; known: "
                           f"{', '.join(CPU_OPTIONS)}")
     merged = {k: opts.get(k, default) for k, (default, _) in CPU_OPTIONS.items()}
-    for flag in ("openmp", "simd", "tile"):
+    for flag in ("openmp", "simd", "microkernel", "tile"):
         if not isinstance(merged[flag], bool) and not (flag == "tile" and merged[flag] is None):
             raise OptionError(f"option {flag!r} must be True or False, got {merged[flag]!r}")
     if merged["schedule"] not in ("auto", "pluto", "original"):
@@ -124,7 +128,9 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
         kernel = compile_gpu(prog, deps, schedule, ast, target=target, opts=opts, decisions=decisions)
         _dump(prog, deps, schedule, ast, kernel.source, suffix="triton.py")
         return kernel
-    cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"])
+    cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"], microkernel=opts["microkernel"])
+    if cg.microkernel:
+        decisions += [describe(c) for c in contraction_nests(ast, prog, program_typer(prog))]
     function = f"pt_{prog.name}"
     source = generate_c(prog, ast, function=function, options=cg)
     flags = DEFAULT_FLAGS + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ()) + opts["cflags"]

@@ -72,6 +72,18 @@ class Run:
 
 Node = For | If | Block | Run
 
+
+def loop_upper(loop: For) -> Expr | None:
+    """``u`` such that the loop condition reads ``var < u`` (isl writes ``var <= e`` or ``var < e``), or
+    ``None`` for another condition."""
+    c = loop.cond
+    if isinstance(c, Binary) and isinstance(c.lhs, Var) and c.lhs.name == loop.var:
+        if c.op == "<=":
+            return Binary("+", c.rhs, Const(1))
+        if c.op == "<":
+            return c.rhs
+    return None
+
 _OPS = {
     isl.ast_expr_op_type.add: "+", isl.ast_expr_op_type.sub: "-", isl.ast_expr_op_type.mul: "*",
     isl.ast_expr_op_type.eq: "==", isl.ast_expr_op_type.le: "<=", isl.ast_expr_op_type.lt: "<",

@@ -138,7 +138,7 @@ class HostPlanner:
             self.launch(grid_chain(n), depth, host)
         elif isinstance(n, For) and _has_parallel(n.body):
             lo = index_text(n.lower, {}, device=False)
-            hi = index_text(upper_exclusive(n.cond, n.var), {}, device=False)
+            hi = index_text(upper_exclusive(n), {}, device=False)
             self.emit(depth, f"for {n.var} in range({lo}, {hi}, {n.step}):")
             self.node(n.body, depth + 1, host + [n])
         else:

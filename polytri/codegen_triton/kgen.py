@@ -22,7 +22,7 @@ from ..errors import UnsupportedError
 from ..ir.expr import Access, Binary, Const, Expr, Var, accesses, substitute, var_names
 from ..ir.program import Program
 from ..ir.types import Typer
-from ..loop_ast import Block, For, If, Node, Run, walk
+from ..loop_ast import Block, For, If, Node, Run, loop_upper, walk
 from .reduction import Contraction, Reduction, find_contraction, find_reduction, find_reductions
 from .target import LaunchModel
 from .texpr import TL_TYPES, TritonExprPrinter, array_offset, index_text, user
@@ -62,18 +62,16 @@ class _Ctx:
     """A block of int32 zeros of the current shape (added to pointers that vary along fewer axes)."""
 
 
-def upper_exclusive(cond: Expr, var: str) -> Expr:
-    """``u`` such that ``cond`` reads ``var < u`` (isl writes ``var <= e`` or ``var < e``)."""
-    if isinstance(cond, Binary) and isinstance(cond.lhs, Var) and cond.lhs.name == var:
-        if cond.op == "<=":
-            return Binary("+", cond.rhs, Const(1))
-        if cond.op == "<":
-            return cond.rhs
-    raise UnsupportedError(f"loop condition {cond} is not a bound on {var}")
+def upper_exclusive(loop: For) -> Expr:
+    """``u`` such that ``loop`` runs while ``var < u``."""
+    u = loop_upper(loop)
+    if u is None:
+        raise UnsupportedError(f"loop condition {loop.cond} is not a bound on {loop.var}")
+    return u
 
 
 def _loop_range(loop: For) -> tuple[Expr, Expr]:
-    return loop.lower, upper_exclusive(loop.cond, loop.var)
+    return loop.lower, upper_exclusive(loop)
 
 
 class KernelPrinter:

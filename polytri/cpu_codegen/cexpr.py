@@ -28,6 +28,7 @@ EMITTED_NAMES = frozenset({
     "uint32_t", "INT64_C", "INFINITY", "NAN", "omp_get_max_threads", "memcpy", "isnan", "fabs", "fabsf", "floor",
     "floorf", "ceil", "ceilf", "exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "erf", "erff",
     "fmod", "fmodf", "copysign", "copysignf", "restrict", "const", "void", "static", "inline",
+    "aligned_alloc", "free", "NULL", "omp_get_num_threads", "omp_get_thread_num", "sizeof",
 })
 
 

@@ -16,6 +16,7 @@ from ..ir.program import Program, Statement
 from ..ir.types import program_typer
 from ..loop_ast import Block, For, If, Node, Run
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
+from .contraction import Contraction, contraction_lines, find_contraction, micro_kernel
 from .prelude import prelude
 
 
@@ -27,6 +28,9 @@ class CodegenOptions:
     """``#pragma omp parallel for`` on the outermost parallel loop of each nest."""
     simd: bool = True
     """``#pragma omp simd`` on innermost parallel loops."""
+    microkernel: bool = True
+    """Gemm-like contraction nests as packed panels and a register-blocked micro-kernel
+    (:mod:`.contraction`)."""
 
 
 def _array_ref(program: Program):
@@ -88,6 +92,8 @@ class _Printer:
         """Functions holding the parallel loops (see :meth:`parallel_loop`)."""
         self.counters: list[str] = []
         """Counters of the loops enclosing the node being printed."""
+        self.kernels: set[tuple[str, str]] = set()
+        """Micro-kernels the code calls: (type name, sum operator)."""
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -111,6 +117,14 @@ class _Printer:
             raise TypeError(n)
 
     def loop(self, n: For, depth: int, in_parallel: bool) -> None:
+        contraction = find_contraction(n, self.p, self.exprs.t) if self.opts.microkernel else None
+        if contraction is not None:
+            self.kernels.add((contraction.dtype.name, contraction.op))
+            if self.opts.openmp and not in_parallel:
+                self.outline(depth, lambda inner: inner.contraction(contraction, 1, threads=True))
+            else:
+                self.contraction(contraction, depth, threads=False)
+            return
         # OpenMP needs a canonical loop: the counter compared with a bound
         canonical = isinstance(n.cond, Binary) and n.cond.op in ("<", "<=", ">", ">=") and n.cond.lhs == Var(n.var, "iter")
         omp_for = self.opts.openmp and n.parallel and not in_parallel and canonical
@@ -120,6 +134,25 @@ class _Printer:
         if self.opts.simd and n.parallel and n.innermost and canonical:
             self.emit(depth, "#pragma omp simd")
         self.plain_loop(n, depth, in_parallel)
+
+    def contraction(self, c: Contraction, depth: int, threads: bool) -> None:
+        """A contraction nest as packed panels and micro-kernel calls (see :mod:`.contraction`)."""
+        st, args = c.statement, dict(zip(c.statement.iterators, c.run.args))
+
+        def bind(env: dict[str, str], e) -> list[str]:
+            used = var_names(e, "iter")
+            return [f"const int64_t {cname(it)} = {env[it] if it in env else index_expr(args[it]).text};"
+                    for it in st.iterators if it in used]
+
+        def assign(env: dict[str, str]) -> list[str]:
+            return self.statement_lines(st, tuple(Var(env[it], "iter") if it in env else args[it]
+                                                  for it in st.iterators))
+
+        target = self.p.array(st.target.array)
+        for line in contraction_lines(c, value=lambda e: self.exprs.conv(e, c.dtype).text,
+                                      ref=lambda a: self.array_ref(a).text, bind=bind, assign=assign,
+                                      ldc=_vla_bound(target.shape[-1]), threads=threads):
+            self.emit(depth, line)
 
     def plain_loop(self, n: For, depth: int, in_parallel: bool) -> None:
         """The ``for`` statement itself, without pragmas."""
@@ -132,10 +165,19 @@ class _Printer:
         self.emit(depth, "}")
 
     def parallel_loop(self, n: For, depth: int) -> None:
-        """A parallel loop goes into its own function, called by every thread of a parallel region, with
-        an orphaned ``omp for`` inside.  Its arrays arrive as ``restrict`` parameters: gcc only trusts
-        ``restrict`` on parameters, and a loop OpenMP outlines itself reads the pointers from a shared
-        struct, losing the no-alias guarantee (measured: gesummv 3x slower on one thread)."""
+        """A parallel loop: an orphaned ``omp for`` in an outlined function (see :meth:`outline`)."""
+        simd = " simd" if self.opts.simd and n.innermost else ""
+
+        def body(inner: _Printer) -> None:
+            inner.emit(1, f"#pragma omp for{simd} schedule(static)")
+            inner.plain_loop(n, 1, in_parallel=True)
+        self.outline(depth, body)
+
+    def outline(self, depth: int, body) -> None:
+        """Code run by every thread of a parallel region goes into its own function, which ``body``
+        prints.  Its arrays arrive as ``restrict`` parameters: gcc only trusts ``restrict`` on
+        parameters, and a loop OpenMP outlines itself reads the pointers from a shared struct, losing the
+        no-alias guarantee (measured: gesummv 3x slower on one thread)."""
         name = f"{self.function}_par{len(self.outlined)}"
         inner = _Printer(self.p, self.opts, name)
         inner.counters = list(self.counters)
@@ -143,20 +185,24 @@ class _Printer:
             inner.emit(1, line)
         for line in _unused(self.p, self.counters):
             inner.emit(1, line)
-        simd = " simd" if self.opts.simd and n.innermost else ""
-        inner.emit(1, f"#pragma omp for{simd} schedule(static)")
-        inner.plain_loop(n, 1, in_parallel=True)
+        body(inner)
+        self.kernels |= inner.kernels
         params = _signature(self.p)[:-1] + [f"int64_t {cname(c)}" for c in self.counters]
-        body = "\n".join(inner.lines)
-        self.outlined.append(f"static void {name}({', '.join(params)}) {{\n{body}\n}}\n")
+        text = "\n".join(inner.lines)
+        self.outlined.append(f"static void {name}({', '.join(params)}) {{\n{text}\n}}\n")
         args = ([f"pt_{a.name}" for a in self.p.arrays] + [cname(s.name) for s in self.p.scalars]
                 + [cname(p) for p in self.p.params] + [cname(c) for c in self.counters])
         self.emit(depth, "#pragma omp parallel num_threads(pt__threads)")
         self.emit(depth, f"{name}({', '.join(args)});")
 
     def run(self, st: Statement, n: Run, depth: int) -> None:
+        for line in self.statement_lines(st, n.args):
+            self.emit(depth, line)
+
+    def statement_lines(self, st: Statement, args: tuple[Expr, ...]) -> list[str]:
+        """One instance of ``st``, its iterators given by ``args``, as a C block."""
         used = var_names(st.target, "iter") | var_names(st.value, "iter")
-        binds = [f"const int64_t {cname(it)} = {index_expr(a).text};" for it, a in zip(st.iterators, n.args)
+        binds = [f"const int64_t {cname(it)} = {index_expr(a).text};" for it, a in zip(st.iterators, args)
                  if it in used]
         target = dtypes.dtype(self.p.array(st.target.array).dtype)
         value = self.exprs.conv(st.value, target)
@@ -165,11 +211,8 @@ class _Printer:
         elif target is dtypes.FLOAT16:
             value = C(f"(_Float16){value.at(15)}", 15)
         ref = self.array_ref(st.target).text
-        self.emit(depth, f"{{ {comment(f'{st.name}: {st.text()}')}")
-        for b in binds:
-            self.emit(depth + 1, b)
-        self.emit(depth + 1, f"{ref} = {value.text};")
-        self.emit(depth, "}")
+        return [f"{{ {comment(f'{st.name}: {st.text()}')}", *("  " + b for b in binds),
+                f"  {ref} = {value.text};", "}"]
 
 
 def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOptions) -> str:
@@ -185,8 +228,9 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     head = f"void {function}({', '.join(_signature(program))})"
     body = "\n".join(pr.lines)
     banner = comment(f"polytri: program {program.name}, target cpu") + "\n"
+    kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd) for t, op in sorted(pr.kernels))
     outlined = "\n".join(pr.outlined)
-    return f"{banner}{prelude()}\n{outlined}\n{head} {{\n{body}\n}}\n"
+    return f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n"
 
 
 __all__ = ["CodegenOptions", "generate_c"]

@@ -1,0 +1,154 @@
+"""Gemm-like contractions on the CPU (polytri/cpu_codegen/contraction.py): which nests become packed
+micro-kernel calls, and that they compute exactly what the reference computes, bit for bit, at sizes
+around every block edge, on one and two threads, and when the panels cannot be allocated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polytri as pt
+from polytri.cpu_codegen.contraction import blocking
+from polytri.dtypes import FLOAT32, FLOAT64
+from polytri.ir.builder import to_program
+from polytri.suite import KERNELS, copy_args, make_args
+
+pytestmark = pytest.mark.cc
+
+MARK = "packed contraction"
+
+
+def _gemm(body: str = "C[i, j] += alpha * A[i, k] * B[k, j]", dtype: str = "float32", a_shape=("M", "K"),
+          b_shape=("K", "N"), order: str = "ikj") -> pt.Program:
+    p = pt.Program("mk", params=["M", "N", "K"])
+    p.array("C", ("M", "N"), dtype)
+    p.array("A", a_shape, dtype)
+    p.array("B", b_shape, dtype)
+    p.scalar("alpha", dtype)
+    bounds = {"i": "M", "j": "N", "k": "K"}
+    with p.loop(order[0], 0, bounds[order[0]]):
+        with p.loop(order[1], 0, bounds[order[1]]):
+            with p.loop(order[2], 0, bounds[order[2]]):
+                p.assign(body)
+    return p
+
+
+def _args(prog: pt.Program, params: dict, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    args: dict = dict(params)
+    for a in to_program(prog).arrays:
+        shape = tuple(params[e.name] for e in a.shape)  # shapes here are plain parameter names
+        args[a.name] = rng.standard_normal(shape).astype(a.dtype)
+    for s in to_program(prog).scalars:
+        args[s.name] = 1.25
+    return args
+
+
+def _check(prog: pt.Program, params: dict, options: dict | None = None, *, packed: bool = True) -> None:
+    args = _args(prog, params)
+    want = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+    pt.reference(prog, **want)
+    k = pt.compile(prog, "cpu", options=options)
+    assert (MARK in k.source) == packed, k.source
+    k(**args)
+    for name, v in args.items():
+        if isinstance(v, np.ndarray):
+            # the same additions in the same order: not close, equal
+            np.testing.assert_array_equal(v, want[name], err_msg=name)
+
+
+def _edges(d) -> list[dict]:
+    """Sizes just below, at and above every block edge of type ``d``."""
+    b = blocking(d)
+    return [dict(M=1, N=1, K=1), dict(M=b.mr - 1, N=b.nr + 1, K=3), dict(M=2 * b.mr + 1, N=b.nr - 1, K=b.kc + 1),
+            dict(M=b.mr + 2, N=b.nc + b.nr + 3, K=2 * b.kc - 1)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", range(4))
+def test_float32_gemm_equals_reference_at_block_edges(case: int, threads: int) -> None:
+    _check(_gemm(), _edges(FLOAT32)[case], {"threads": threads})
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_float64_gemm_without_openmp(case: int) -> None:
+    _check(_gemm(dtype="float64"), _edges(FLOAT64)[case], {"openmp": False, "simd": False})
+
+
+@pytest.mark.parametrize("order", ["ijk", "kij", "jki"])
+def test_any_loop_order(order: str) -> None:
+    _check(_gemm(order=order), dict(M=9, N=70, K=11), {"schedule": "original"})
+
+
+def test_transposed_operands_minus_and_sum_written_first() -> None:
+    prog = _gemm("C[i, j] = A[k, i] * B[j, k] + C[i, j]", a_shape=("K", "M"), b_shape=("N", "K"))
+    _check(prog, dict(M=7, N=67, K=5))
+    _check(_gemm("C[i, j] -= A[i, k] * (alpha * B[k, j])"), dict(M=6, N=66, K=9))
+    # rows and columns named the other way round: the target's last subscript is the column
+    _check(_gemm("C[j, i] += A[j, k] * B[k, i]", a_shape=("M", "K"), b_shape=("K", "M")), dict(M=6, N=6, K=7))
+
+
+def test_batched_contraction_inside_a_parallel_loop() -> None:
+    p = pt.Program("bmm", params=["Bt", "M", "N", "K"])
+    p.array("C", ("Bt", "M", "N"))
+    p.array("A", ("Bt", "M", "K"))
+    p.array("B", ("Bt", "K", "N"))
+    with p.loop("n", 0, "Bt"):
+        with p.loop("i", 0, "M"):
+            with p.loop("k", 0, "K"):
+                with p.loop("j", 0, "N"):
+                    p.assign("C[n, i, j] += A[n, i, k] * B[n, k, j]")
+    _check(p, dict(Bt=3, M=5, N=67, K=6))
+
+
+def test_fallback_when_the_panels_cannot_be_allocated() -> None:
+    _check(_gemm(), dict(M=9, N=70, K=11), {"cflags": "-DPT_NO_PANELS"})
+
+
+def test_strict_warnings_and_off_switch() -> None:
+    _check(_gemm(), dict(M=5, N=3, K=4), {"cflags": "-Wall -Wextra -Werror"})
+    _check(_gemm(), dict(M=5, N=3, K=4), {"microkernel": False}, packed=False)
+
+
+@pytest.mark.parametrize("body", [
+    "C[i, j] += A[i, k] * B[k, j] * alpha",   # (A * B) * alpha: no factor of (i, k) alone
+    "C[i, j] += A[i, k] * C[k, j]",           # reads the target's array
+    "C[i, j] += A[i, k] + B[k, j]",           # not a product
+])
+def test_other_nests_keep_their_loops_and_agree(body: str) -> None:
+    prog = _gemm(body, a_shape=("M", "M") if "C[k" in body else ("M", "K"))
+    params = dict(M=6, N=6, K=6)
+    args = _args(prog, params)
+    want = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+    pt.reference(prog, **want)
+    k = pt.compile(prog, "cpu")
+    k(**args)
+    for name, v in args.items():
+        if isinstance(v, np.ndarray):
+            np.testing.assert_allclose(v, want[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    assert MARK not in k.source
+
+
+def test_mixed_precision_is_not_packed() -> None:
+    p = _gemm("C[i, j] += float64(A[i, k]) * float64(B[k, j])")
+    k = pt.compile(p, "cpu")
+    assert MARK not in k.source
+
+
+@pytest.mark.parametrize("name", ["gemm", "2mm", "3mm"])
+def test_suite_contractions_are_packed_and_exact(name: str) -> None:
+    kern = KERNELS[name]
+    args = make_args(kern, kern.small)
+    want = copy_args(args)
+    pt.reference(kern.build(), **want)
+    k = pt.compile(kern.build(), "cpu")
+    assert MARK in k.source and any(d.startswith("contraction S1 (rows i, columns j, sum over k") for d in k.decisions)
+    k(**args)
+    for n, v in args.items():
+        if isinstance(v, np.ndarray):
+            np.testing.assert_array_equal(v, want[n], err_msg=n)
+
+
+def test_triangular_nests_are_not_packed() -> None:
+    for name in ("syrk", "trmm"):
+        assert MARK not in pt.compile(KERNELS[name].build(), "cpu").source
