@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import polytri as pt
+from polytri.schedule.locality import dominant_streams, loop_dimensions, strided_streams
 from polytri.suite import KERNELS, copy_args, make_args
 
 pytestmark = pytest.mark.cc
@@ -71,3 +72,48 @@ def test_pluto_alone_does_not_tile_and_tile_true_does():
     assert pt.compile(prog, options={"schedule": "pluto"}).schedule_info.origin == "pluto"
     assert pt.compile(prog, options={"schedule": "pluto", "tile": True}).schedule_info.origin == "pluto+tiled"
     assert pt.compile(prog).schedule_info.origin == "pluto"  # auto: tiling does not pay for gemm yet
+
+
+# -- the locality guard of schedule='auto' ----------------------------------------------------------------
+def _dominant(name: str, schedule: str) -> list[str]:
+    """Strided streams of the deepest statements of suite kernel ``name`` compiled with ``schedule``."""
+    prog = pt.ir.to_program(KERNELS[name].build())
+    chosen = pt.compile(prog, options={"schedule": schedule}).schedule_info
+    streams = list(strided_streams(prog, chosen.map).values())
+    depth = max((s.depth for s in streams), default=0)
+    return sorted(dominant_streams(streams, depth))
+
+
+def test_auto_keeps_the_row_walk_of_bicg():
+    # Pluto scans S2 (s[j] += r[i] * A[i, j]) on (j, i): A column by column, 3-4x slower than the naive C
+    assert _dominant("bicg", "pluto") == ["S2: A[i, j]"]
+    k = pt.compile(KERNELS["bicg"].build())
+    assert k.schedule_info.origin == "original"
+    assert "strided stream(s) in statements 2 loop(s) deep (S2: A[i, j]), the input order 0" in k.explain()
+    assert _dominant("bicg", "auto") == []
+
+
+@pytest.mark.parametrize("name", ["2mm", "3mm", "covariance", "correlation", "gemver", "lu", "seidel_2d"])
+def test_auto_keeps_pluto_where_its_innermost_loops_are_no_worse(name):
+    k = pt.compile(KERNELS[name].build())
+    assert k.schedule_info.origin.startswith("pluto")
+    assert "strided stream" not in k.explain()
+
+
+def test_fused_statements_walking_the_same_lines_count_once():
+    # gemver: Pluto fuses A[i, j] += ... (on (j, i)) with x[i] += A[j, i] * y[j] (on (i, j)): one column walk
+    # of A shared by both, as the input order's single column walk in S1
+    assert _dominant("gemver", "pluto") == ["S0: A[i, j]"]
+    assert _dominant("gemver", "original") == ["S1: A[j, i]"]
+
+
+def test_loop_dimensions_skip_scalar_and_dependent_rows():
+    times = [((0, 0), 1), ((1, 0), 0), ((1, 0), 3), ((2, 1), 0), ((0, 0), 2)]
+    assert loop_dimensions(times) == [1, 3]
+
+
+def test_innermost_motion_classes():
+    prog = pt.ir.to_program(KERNELS["mvt"].build())
+    streams = strided_streams(prog, prog.schedule)
+    # x1[i] += A[i, j] * y_1[j]: x1 invariant, A and y_1 stride-1; x2[i] += A[j, i] * y_2[j]: A strided
+    assert sorted(s.where for s in streams.values()) == ["S1: A[j, i]"]

@@ -13,16 +13,24 @@ whose innermost traversal touches memory best, and moves it innermost:
 The scheduler (``pluto._reorder_bands``) puts innermost a row whose loop is parallel if there is one,
 then the best total score; ties keep its order, and it refuses a move that would push the band's
 outermost parallel loop inward.
+
+``strided_streams`` compares whole schedules instead: it counts the memory streams that cross a cache
+line on every innermost iteration, and ``pt.compile``'s ``schedule='auto'`` keeps the input order when
+the Pluto schedule has more of them (``compiler._locality_loss``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import NamedTuple
 
+import islpy as isl
 import sympy
 
 from ..ir.affine import linear
+from ..ir.expr import Access
+from ..ir.printer import expr_to_str
 from ..ir.program import Program, Statement
 
 log = logging.getLogger("polytri.schedule")
@@ -78,3 +86,115 @@ def innermost_scores(program: Program, loop_rows: dict[str, list[tuple[int, ...]
                 score, stride1 = score + s, stride1 + n
         scores[pos] = (score, stride1)
     return scores
+
+
+# -- strided streams of a whole schedule (the CPU schedule choice) --------------------------------------
+#: One time dimension of one statement: its iterator coefficients and its constant.
+TimeRow = tuple[tuple[int, ...], int]
+#: A strided stream: (the innermost loop, the array, the subscripts as linear functions of time).
+StreamKey = tuple[tuple[int | None, ...], str, tuple[tuple[sympy.Rational, ...], ...]]
+
+
+def statement_times(schedule: isl.UnionMap, program: Program) -> dict[str, list[TimeRow]]:
+    """Each statement's time dimensions as (iterator coefficients, constant), read from ``schedule``.
+
+    A statement whose time is piecewise or quasi-affine (tile loops: ``floor(i / 32)``) is left out: its
+    innermost loop is not one direction of its iteration space."""
+    maps: dict[str, isl.Map] = {}
+    schedule.foreach_map(lambda m: maps.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
+    out: dict[str, list[TimeRow]] = {}
+    for st in program.statements:
+        if st.name not in maps:
+            continue
+        pma = isl.PwMultiAff.from_map(maps[st.name])
+        rows: list[TimeRow] = []
+        for k in range(pma.dim(isl.dim_type.out)):
+            pieces = pma.get_pw_aff(k).get_pieces()
+            if len(pieces) != 1 or pieces[0][1].dim(isl.dim_type.div):
+                break
+            aff = pieces[0][1]
+            coeffs = tuple(int(aff.get_coefficient_val(isl.dim_type.in_, j).to_python())
+                           for j in range(len(st.iterators)))
+            rows.append((coeffs, int(aff.get_constant_val().to_python())))
+        else:
+            out[st.name] = rows
+    return out
+
+
+def loop_dimensions(times: Sequence[TimeRow]) -> list[int]:
+    """The time dimensions that are loops of the statement: rows independent of the rows before them.
+    A row that depends on earlier ones does not iterate (the outer loops fix it), and a zero row is a
+    scalar dimension."""
+    dims: list[int] = []
+    for d, (coeffs, _) in enumerate(times):
+        if any(coeffs) and sympy.Matrix([*(times[e][0] for e in dims), coeffs]).rank() > len(dims):
+            dims.append(d)
+    return dims
+
+
+def _is_strided(motion: Sequence[sympy.Rational]) -> bool:
+    """An access moving by ``motion`` (per subscript) each innermost iteration touches a new cache line
+    each time: it is neither invariant nor a step of one element along the last (contiguous) subscript."""
+    if not any(motion):
+        return False
+    return any(motion[:-1]) or abs(motion[-1]) != 1
+
+
+class Stream(NamedTuple):
+    """One strided stream: the loop depth of the statements that walk it, and one access that does."""
+
+    depth: int
+    where: str
+    """``"S2: A[i, j]"``"""
+
+
+def strided_streams(program: Program, schedule: isl.UnionMap) -> dict[StreamKey, Stream]:
+    """The strided memory streams of ``schedule``'s innermost loops.
+
+    Each access is written as a function of time, ``L H^-1 t`` (``H``: the statement's loop rows), and is
+    strided when it moves across cache lines along the innermost loop.  Accesses to the same array with
+    the same linear function of time in the same innermost loop (Wolf and Lam's uniformly generated
+    references: ``A[i][j]`` read and written, or read by two fused statements) walk the same lines and
+    count once: fusing gemver's ``A[i][j]`` update with the transposed read of ``A[j][i]`` adds no stream,
+    putting bicg's ``s[j] += r[i] * A[i][j]`` on ``(j, i)`` next to ``q[i] += A[i][j] * p[j]`` on ``(i, j)``
+    does."""
+    streams: dict[StreamKey, Stream] = {}
+    all_times = statement_times(schedule, program)
+    for st in program.statements:
+        times = all_times.get(st.name)
+        if not st.iterators or times is None:
+            continue
+        dims = loop_dimensions(times)
+        if len(dims) != len(st.iterators):
+            continue
+        inverse = sympy.Matrix([times[d][0] for d in dims]).inv()
+        # the innermost loop: the scalar values and which dimensions loop, up to the innermost one
+        loop = tuple(None if any(coeffs) else const for coeffs, const in times[:dims[-1] + 1])
+        for acc in (st.target, *st.reads):
+            of_time = _of_time(st, acc, inverse)
+            if of_time is not None and _is_strided([row[-1] for row in of_time]):
+                where = f"{st.name}: {expr_to_str(acc)}"
+                streams.setdefault((loop, acc.array, of_time), Stream(len(dims), where))
+    return streams
+
+
+def dominant_streams(streams: Sequence[Stream], depth: int) -> list[str]:
+    """The accesses of the streams walked by statements ``depth`` loops deep.  A statement ``d`` loops
+    deep runs about ``n^d`` times, so the deepest statements with a strided stream dominate the cost of a
+    schedule's strided streams, and only their number is compared (a stream over a diagonal, in a
+    loop of depth 1, does not weigh against the same O(n^3) streams elsewhere)."""
+    return [s.where for s in streams if s.depth == depth]
+
+
+def _of_time(st: Statement, acc: Access,
+             inverse: sympy.Matrix) -> tuple[tuple[sympy.Rational, ...], ...] | None:
+    """Each subscript of ``acc`` as coefficients of the statement's loop dimensions (``L H^-1``), or
+    ``None`` for a subscript that is not affine."""
+    rows = []
+    for sub in acc.index:
+        form = linear(sub)
+        if form is None:
+            return None
+        row = sympy.Matrix([[form[0].get(it, 0) for it in st.iterators]]) * inverse
+        rows.append(tuple(row))
+    return tuple(rows)
