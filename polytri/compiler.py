@@ -11,7 +11,7 @@ from typing import Any
 
 import islpy as isl
 
-from .cpu_codegen.build import DEFAULT_FLAGS, build_library
+from .cpu_codegen.build import DEFAULT_FLAGS, build_library, vector_math_flags
 from .cpu_codegen.cgen import CodegenOptions, generate_c
 from .cpu_codegen.contraction import contraction_nests, describe
 from .cpu_codegen.kernel import CpuKernel
@@ -42,7 +42,8 @@ CPU_OPTIONS: dict[str, tuple[Any, str]] = {
                    "decides; 'pluto' alone does not tile)"),
     "tile_size": (None, "tile side for every band dimension (default: from a model of the L2 cache)"),
     "openmp": (True, "parallelize the outermost parallel loop of each nest with OpenMP"),
-    "simd": (True, "mark innermost parallel loops '#pragma omp simd'"),
+    "simd": (True, "mark innermost parallel loops '#pragma omp simd' and use the SIMD math functions of "
+                   "glibc's libmvec where it links"),
     "microkernel": (True, "run gemm-like contraction nests as packed panels and a register-blocked "
                           "micro-kernel (BLIS-style, generated C)"),
     "threads": (None, "OpenMP thread count (default: OpenMP's own)"),
@@ -134,7 +135,8 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
         decisions += [describe(c) for c in contraction_nests(ast, prog, program_typer(prog))]
     function = f"pt_{prog.name}"
     source = generate_c(prog, ast, function=function, options=cg)
-    flags = DEFAULT_FLAGS + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ()) + opts["cflags"]
+    flags = (DEFAULT_FLAGS + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ())
+             + (vector_math_flags(opts["cc"]) if opts["simd"] else ()) + opts["cflags"])
     _dump(prog, deps, schedule, ast, source)
     library = build_library(source, cc=opts["cc"], flags=flags)
     decisions.append(f"built with {opts['cc']} {' '.join(flags)}")

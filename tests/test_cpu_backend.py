@@ -161,3 +161,24 @@ def test_broken_c_compiler_is_a_compilation_error(tmp_path):
 def test_bad_flag_reports_compiler_output():
     with pytest.raises(pt.CompilationError, match="building generated C failed"):
         pt.compile(jacobi_2d(), options={"cflags": ["-fno-such-flag-polytri"]})
+
+
+def test_vector_math_functions_in_vectorized_loops():
+    """With glibc's libmvec, exp/tanh/erf in a vectorized loop call the SIMD versions (named _ZGV...),
+    within a few ulp of the reference; option simd=False keeps the scalar functions."""
+    from polytri.cpu_codegen.build import vector_math_flags
+    p = pt.Program("vmath", params=["N"])
+    p.array("X", ("N",), "float32")
+    p.array("Y", ("N",), "float32")
+    with p.loop("i", 0, "N"):
+        p.assign("Y[i] = exp(X[i]) * tanh(X[i]) + erf(X[i])")
+    x = np.linspace(-4, 4, 1001).astype(np.float32)
+    want = np.zeros_like(x)
+    pt.reference(p, X=x, Y=want, N=x.size)
+    for simd in (True, False):
+        k = pt.compile(p, options={"simd": simd})
+        got = np.zeros_like(x)
+        k(X=x, Y=got, N=x.size)
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+        vector = b"_ZGV" in open(k.library, "rb").read()
+        assert vector == (simd and bool(vector_math_flags(k.options["cc"])))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import configparser
 import pathlib
+import re
 import warnings
 from typing import Any
 
@@ -143,6 +144,22 @@ def test_graphs_are_cached_in_memory_and_kernels_on_disk(monkeypatch: pytest.Mon
     torch.testing.assert_close(report.result, chain(x, y))
     pt.explain(chain, x.double(), y.double())  # another dtype: another kernel
     assert compiles["n"] == 2
+
+
+def test_kernels_of_another_compiler_version_are_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    compiles = _count(monkeypatch, torch_cache, "pt_compile")
+    x, y = torch.randn(4, 6), torch.randn(6)
+    pt.explain(chain, x, y)
+    monkeypatch.setattr(torch_backend, "_GRAPH_CACHE", {})
+    monkeypatch.setattr(torch_cache, "code_version", lambda: "an edited polytri")
+    torch._dynamo.reset()
+    pt.explain(chain, x, y)  # same graph, other compiler sources: compiled again, not loaded from disk
+    assert compiles["n"] == 2
+
+
+def test_code_version_digests_the_package_sources() -> None:
+    v = torch_cache.code_version()
+    assert re.fullmatch(r"[0-9a-f]{64}", v) and torch_cache.code_version() == v
 
 
 def test_dynamic_sizes_are_parameters_one_kernel_for_every_size(monkeypatch: pytest.MonkeyPatch) -> None:

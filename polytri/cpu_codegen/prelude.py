@@ -14,6 +14,28 @@ HEADER = """\
 
 #define PT_HELPER static inline __attribute__((unused))
 
+/* With glibc's vector math library (-DPT_LIBMVEC -lmvec, option simd): SIMD versions of the math
+   functions, called by vectorized loops for 8 or 16 elements at once.  Their error is at most 4 ulp
+   (glibc's scalar functions: under 1 ulp). */
+#if defined(_OPENMP) && defined(PT_LIBMVEC)
+#pragma omp declare simd notinbranch
+float expf(float);
+#pragma omp declare simd notinbranch
+double exp(double);
+#pragma omp declare simd notinbranch
+float logf(float);
+#pragma omp declare simd notinbranch
+double log(double);
+#pragma omp declare simd notinbranch
+float tanhf(float);
+#pragma omp declare simd notinbranch
+double tanh(double);
+#pragma omp declare simd notinbranch
+float erff(float);
+#pragma omp declare simd notinbranch
+double erf(double);
+#endif
+
 /* Floor division and modulo with Python's sign rules; division by zero gives 0 (as numpy does) and
    INT64_MIN // -1 wraps around instead of trapping. */
 PT_HELPER int64_t pt__floordiv_i64(int64_t a, int64_t b) {

@@ -7,11 +7,13 @@ value the compiled CPU kernel's parts (isl objects pickle through their text for
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
 import pickle
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from ..compiler import compile as pt_compile
@@ -25,8 +27,20 @@ log = logging.getLogger("polytri.torch")
 _FORMAT = 1
 
 
+@functools.cache
+def code_version() -> str:
+    """A digest of polytri's own source files: a kernel compiled by another version of the compiler (an
+    upgrade, an edited checkout) is not reused."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def _key(program: ProgramBuilder, target: str, options: dict[str, Any]) -> str:
-    text = f"{_FORMAT}\n{target}\n{sorted(options.items())!r}\n{program}"
+    env = [os.environ.get(v, "") for v in ("CC", "POLYTRI_SANITIZE")]  # they change the built library
+    text = f"{_FORMAT}\n{code_version()}\n{env!r}\n{target}\n{sorted(options.items())!r}\n{program}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
