@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from .. import dtypes
 from ..dtypes import BOOL, DType
 from ..errors import UnsupportedError
-from ..ir.expr import Access, Binary, Const, Expr, Var, accesses, substitute, var_names
+from ..ir.expr import Access, Expr, accesses, substitute, var_names
 from ..ir.program import Program
 from ..ir.types import Typer
 from ..loop_ast import Block, For, If, Node, Run, loop_upper, walk
