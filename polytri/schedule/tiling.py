@@ -163,9 +163,9 @@ def _is_recurrence(schedule: isl.UnionMap, deps: Dependences, dim: int, most: in
 
 
 def _point_wavefront(schedule: Schedule, points: Band, deps: Dependences) -> Schedule:
-    """Inside a tile, when the innermost point loop carries a dependence (a Gauss-Seidel sweep: each point
-    waits for its neighbour, so the loop is one chain of floating-point latencies and cannot be
-    vectorized), scan the last two point dimensions ``(a, b)`` as ``(a + b, a)``.  Every dependence is
+    """Inside a tile, when the innermost point loop is a recurrence (:func:`_is_recurrence`; a Gauss-Seidel
+    sweep: each point waits for its neighbour, so the loop is one chain of floating-point latencies and
+    cannot be vectorized), scan the last two point dimensions ``(a, b)`` as ``(a + b, a)``.  Every dependence is
     non-negative along a permutable band, so ``a + b`` is a legal outer dimension that carries every
     dependence the pair carried, and the new innermost loop runs over independent points: the core
     overlaps their chains.  Kept only when isl shows the new innermost loop parallel."""
@@ -188,7 +188,7 @@ def _point_wavefront(schedule: Schedule, points: Band, deps: Dependences) -> Sch
         rows[a], rows[b] = ({n: f"{schedule.rows[a][n]} + {schedule.rows[b][n]}" for n in schedule.rows[a]},
                             schedule.rows[a])
     what = (f"intra-tile wavefront: point loops {a}, {b} scanned as ({a} + {b}, {a}), so the innermost loop "
-            f"runs over independent points (it carried a dependence)")
+            f"runs over independent points (it was a recurrence)")
     log.info("%s", what)
     return replace(schedule, map=skewed, parallel=par, rows=tuple(rows), decisions=schedule.decisions + (what,))
 
