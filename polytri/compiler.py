@@ -13,13 +13,12 @@ import islpy as isl
 
 from .cpu_codegen.build import DEFAULT_FLAGS, build_library, vector_math_flags
 from .cpu_codegen.cgen import CodegenOptions, generate_c
-from .cpu_codegen.contraction import contraction_nests, describe
+from .cpu_codegen.contraction import describe
 from .cpu_codegen.kernel import CpuKernel
 from .errors import CompilationError, OptionError, PolytriError, public
 from .ir.builder import to_program
 from .ir.program import Program
 from .ir.textform import program_to_text
-from .ir.types import program_typer
 from .ir.verify import verify
 from .loop_ast import For, Node, Run, build_loop_ast, walk
 from .schedule.dependences import Dependences, compute_dependences
@@ -131,10 +130,9 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
         _dump(prog, deps, schedule, ast, kernel.source, suffix="triton.py")
         return kernel
     cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"], microkernel=opts["microkernel"])
-    if cg.microkernel:
-        decisions += [describe(c) for c in contraction_nests(ast, prog, program_typer(prog))]
     function = f"pt_{prog.name}"
-    source = generate_c(prog, ast, function=function, options=cg)
+    source, contractions = generate_c(prog, ast, function=function, options=cg)
+    decisions += [describe(c) for c in contractions]
     flags = (DEFAULT_FLAGS + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ())
              + (vector_math_flags(opts["cc"]) if opts["simd"] else ()) + opts["cflags"])
     _dump(prog, deps, schedule, ast, source)

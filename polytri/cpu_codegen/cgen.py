@@ -92,8 +92,8 @@ class _Printer:
         """Functions holding the parallel loops (see :meth:`parallel_loop`)."""
         self.counters: list[str] = []
         """Counters of the loops enclosing the node being printed."""
-        self.kernels: set[tuple[str, str]] = set()
-        """Micro-kernels the code calls: (type name, sum operator)."""
+        self.contractions: list[Contraction] = []
+        """Contraction nests printed as micro-kernel calls, in order."""
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -119,7 +119,7 @@ class _Printer:
     def loop(self, n: For, depth: int, in_parallel: bool) -> None:
         contraction = find_contraction(n, self.p, self.exprs.t) if self.opts.microkernel else None
         if contraction is not None:
-            self.kernels.add((contraction.dtype.name, contraction.op))
+            self.contractions.append(contraction)
             if self.opts.openmp and not in_parallel:
                 self.outline(depth, lambda inner: inner.contraction(contraction, 1, threads=True))
             else:
@@ -186,7 +186,7 @@ class _Printer:
         for line in _unused(self.p, self.counters):
             inner.emit(1, line)
         body(inner)
-        self.kernels |= inner.kernels
+        self.contractions += inner.contractions
         params = _signature(self.p)[:-1] + [f"int64_t {cname(c)}" for c in self.counters]
         text = "\n".join(inner.lines)
         self.outlined.append(f"static void {name}({', '.join(params)}) {{\n{text}\n}}\n")
@@ -215,8 +215,10 @@ class _Printer:
                 f"  {ref} = {value.text};", "}"]
 
 
-def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOptions) -> str:
-    """The complete C source of ``program`` scanned by ``ast``, as function ``function``."""
+def generate_c(program: Program, ast: Node, *, function: str,
+               options: CodegenOptions) -> tuple[str, tuple[Contraction, ...]]:
+    """The complete C source of ``program`` scanned by ``ast``, as function ``function``, and the
+    contraction nests it computes with the micro-kernel."""
     pr = _Printer(program, options, function)
     pr.emit(1, "const int pt__threads = pt__num_threads > 0 ? pt__num_threads : omp_get_max_threads();"
             " (void)pt__threads;" if options.openmp else "(void)pt__num_threads;")
@@ -228,9 +230,10 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     head = f"void {function}({', '.join(_signature(program))})"
     body = "\n".join(pr.lines)
     banner = comment(f"polytri: program {program.name}, target cpu") + "\n"
-    kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd) for t, op in sorted(pr.kernels))
+    used = sorted({(c.dtype.name, c.op) for c in pr.contractions})
+    kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd) for t, op in used)
     outlined = "\n".join(pr.outlined)
-    return f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n"
+    return f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n", tuple(pr.contractions)
 
 
 __all__ = ["CodegenOptions", "generate_c"]

@@ -50,17 +50,8 @@ def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], ke
     shape = tuple(v.shape[d] for d in kept)
     red = tuple(v.shape[d] for d in dims)
 
-    def target(it: Index) -> Index:
-        if not keepdim:
-            return it
-        out, k = [], 0
-        for d in range(v.rank):
-            if d in dims:
-                out.append("0")
-            else:
-                out.append(it[k])
-                k += 1
-        return tuple(out)
+    def target(it: Index) -> Index:  # the element of a keepdim result: 0 in the reduced dims
+        return _expand_kept(it, v.rank, dims, False) if keepdim else it
 
     def x(it: Index, r: Index) -> str:
         t = cast(v.load(index(it, r)), v.dtype, acc)

@@ -73,7 +73,8 @@ def reshape(v: Val, src: list[sympy.Expr], dst: list[sympy.Expr], shape: tuple[s
 
 
 @register("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten._reshape_alias.default",
-          "aten.view_copy.default", kind="view")
+          "aten.view_copy.default", "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default",
+          "aten.unsqueeze.default", "aten.squeeze_copy.dim", "aten.unsqueeze_copy.default", kind="view")
 def _view(ctx: SegmentLowering, node: fx.Node) -> Val:
     v = ctx.val(node.args[0])
     shape, _ = ctx.out(node)
@@ -115,14 +116,6 @@ def _expand(ctx: SegmentLowering, node: fx.Node) -> Val:
     v = ctx.val(node.args[0])
     shape, _ = ctx.out(node)
     return Val(shape, v.dtype, broadcast(v, shape), ops=v.ops)
-
-
-@register("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.unsqueeze.default",
-          "aten.squeeze_copy.dim", "aten.unsqueeze_copy.default", kind="view")
-def _squeeze(ctx: SegmentLowering, node: fx.Node) -> Val:
-    v = ctx.val(node.args[0])
-    shape, _ = ctx.out(node)
-    return reshape(v, _meta_shape(node.args[0]), _meta_shape(node), shape)
 
 
 @register("aten.slice.Tensor", "aten.slice_copy.Tensor", kind="view")

@@ -52,12 +52,6 @@ def size_text(x: Any, params: set[str] | None = None) -> str:
     return " + ".join(poly_terms).replace("+ -", "- ") if poly_terms else "0"
 
 
-def static_int(x: Any) -> int | None:
-    """The value of a size when it is a constant, else ``None``."""
-    e = _expr(x)
-    return int(e) if e.is_Integer else None
-
-
 def symbol_of(x: Any) -> str | None:
     """The parameter a size is equal to, when the size is a bare symbol."""
     if isinstance(x, torch.SymInt):

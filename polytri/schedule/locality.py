@@ -60,12 +60,22 @@ def _access_score(st: Statement, d: list[sympy.Rational]) -> tuple[int, int]:
             moves.append(sum(coeffs.get(it, 0) * d[k] for k, it in enumerate(st.iterators)))
         if any(m is None for m in moves):
             continue
-        if all(m == 0 for m in moves):
+        kind = _motion(moves)
+        if kind == "invariant":
             score += 1
-        elif all(m == 0 for m in moves[:-1]) and abs(moves[-1]) == 1:
+        elif kind == "stride-1":
             score += 2
             stride1 += 1
     return score, stride1
+
+
+def _motion(moves: Sequence[sympy.Rational]) -> str:
+    """How an access that moves by ``moves`` (per subscript) per step walks memory: ``invariant``,
+    ``stride-1`` (one element along the last, contiguous subscript) or ``strided`` (a new cache line
+    each step)."""
+    if not any(moves):
+        return "invariant"
+    return "stride-1" if not any(moves[:-1]) and abs(moves[-1]) == 1 else "strided"
 
 
 def innermost_scores(program: Program, loop_rows: dict[str, list[tuple[int, ...]]],
@@ -132,14 +142,6 @@ def loop_dimensions(times: Sequence[TimeRow]) -> list[int]:
     return dims
 
 
-def _is_strided(motion: Sequence[sympy.Rational]) -> bool:
-    """An access moving by ``motion`` (per subscript) each innermost iteration touches a new cache line
-    each time: it is neither invariant nor a step of one element along the last (contiguous) subscript."""
-    if not any(motion):
-        return False
-    return any(motion[:-1]) or abs(motion[-1]) != 1
-
-
 class Stream(NamedTuple):
     """One strided stream: the loop depth of the statements that walk it, and one access that does."""
 
@@ -172,7 +174,7 @@ def strided_streams(program: Program, schedule: isl.UnionMap) -> dict[StreamKey,
         loop = tuple(None if any(coeffs) else const for coeffs, const in times[:dims[-1] + 1])
         for acc in (st.target, *st.reads):
             of_time = _of_time(st, acc, inverse)
-            if of_time is not None and _is_strided([row[-1] for row in of_time]):
+            if of_time is not None and _motion([row[-1] for row in of_time]) == "strided":
                 where = f"{st.name}: {expr_to_str(acc)}"
                 streams.setdefault((loop, acc.array, of_time), Stream(len(dims), where))
     return streams

@@ -7,6 +7,7 @@ generators can put ``omp parallel for``, ``omp simd`` or a GPU grid on them.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import islpy as isl
@@ -69,7 +70,7 @@ def time_dependences(schedule: isl.UnionMap, deps: isl.UnionMap) -> isl.Map | No
     return out.coalesce()
 
 
-def equal_prefix(space: isl.Space, k: int) -> isl.Map:
+def _equal_prefix(space: isl.Space, k: int) -> isl.Map:
     """``{ [t] -> [t'] : t_d = t'_d for d < k }``."""
     m = isl.Map.universe(space)
     for d in range(k):
@@ -86,10 +87,14 @@ def parallel_dimensions(schedule: isl.UnionMap, deps: Dependences) -> tuple[bool
     return tuple(not _carries(tdeps, k) for k in range(ndim))
 
 
+def carried_at(tdeps: isl.Map, k: int) -> isl.Map:
+    """The time dependences equal before dimension ``k`` that differ at ``k``: those ``k`` carries."""
+    space = tdeps.get_space()
+    return tdeps.intersect(_equal_prefix(space, k)).subtract(_equal_prefix(space, k + 1))
+
+
 def _carries(tdeps: isl.Map, k: int) -> bool:
-    """Some time dependence is equal before dimension ``k`` and differs at ``k``."""
-    at_k = tdeps.intersect(equal_prefix(tdeps.get_space(), k))
-    return not at_k.subtract(equal_prefix(tdeps.get_space(), k + 1)).is_empty()
+    return not carried_at(tdeps, k).is_empty()
 
 
 def _time_width(schedule: isl.UnionMap) -> int:
@@ -100,16 +105,22 @@ def _time_width(schedule: isl.UnionMap) -> int:
     return widths.pop() if widths else 0
 
 
+def dependences_between(deps: isl.UnionMap, keep: Callable[[str, str], bool]) -> isl.UnionMap:
+    """The maps of ``deps`` whose (source, target) statement names ``keep`` accepts."""
+    out = isl.UnionMap.empty(deps.get_space())
+    maps: list[isl.Map] = []
+    deps.foreach_map(maps.append)
+    for m in maps:
+        if keep(m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out)):
+            out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
 def loop_is_parallel(schedule: isl.UnionMap, deps: Dependences, dim: int, statements: frozenset[str]) -> bool:
     """Whether a loop scanning time dimension ``dim`` over ``statements`` carries no dependence among
     them.  Finer than :func:`parallel_dimensions`: distributed nests share time dimensions, and one
     nest's reduction must not make another nest's loop sequential."""
-    inside = isl.UnionMap.empty(deps.all.get_space())
-    maps: list[isl.Map] = []
-    deps.all.foreach_map(maps.append)
-    for m in maps:
-        if m.get_tuple_name(isl.dim_type.in_) in statements and m.get_tuple_name(isl.dim_type.out) in statements:
-            inside = inside.union(isl.UnionMap.from_map(m))
+    inside = dependences_between(deps.all, lambda a, b: a in statements and b in statements)
     tdeps = time_dependences(schedule, inside)
     return tdeps is None or not _carries(tdeps, dim)
 

@@ -24,7 +24,7 @@ import islpy as isl
 from .. import dtypes
 from ..ir.program import Program
 from .dependences import Dependences
-from .schedule import Band, Schedule, equal_prefix, parallel_dimensions, time_dependences
+from .schedule import Band, Schedule, carried_at, dependences_between, parallel_dimensions, time_dependences
 
 log = logging.getLogger("polytri.tiling")
 
@@ -137,8 +137,7 @@ def _carried(schedule: isl.UnionMap, deps: isl.UnionMap, dim: int) -> isl.Set | 
     tdeps = time_dependences(schedule, deps)
     if tdeps is None:
         return None
-    space = tdeps.get_space()
-    deltas = tdeps.intersect(equal_prefix(space, dim)).subtract(equal_prefix(space, dim + 1)).deltas()
+    deltas = carried_at(tdeps, dim).deltas()
     deltas = deltas.project_out(isl.dim_type.param, 0, deltas.dim(isl.dim_type.param))
     return None if deltas.is_empty() else deltas
 
@@ -150,13 +149,7 @@ def _is_recurrence(schedule: isl.UnionMap, deps: Dependences, dim: int, most: in
     or the parameters (a reduction into one element, an elimination) or dependences between different
     statements only (fdtd-2d) gain nothing from a wavefront over the points: measured, ludcmp ran 50x
     slower with it, lu 3x, atax 1.7x, fdtd-2d 1.8x."""
-    self_deps = isl.UnionMap.empty(deps.all.get_space())
-    maps: list[isl.Map] = []
-    deps.all.foreach_map(maps.append)
-    for m in maps:
-        if m.get_tuple_name(isl.dim_type.in_) == m.get_tuple_name(isl.dim_type.out):
-            self_deps = self_deps.union(isl.UnionMap.from_map(m))
-    if _carried(schedule, self_deps, dim) is None:
+    if _carried(schedule, dependences_between(deps.all, lambda a, b: a == b), dim) is None:
         return False
     deltas = _carried(schedule, deps.all, dim)
     return deltas is not None and deltas.is_bounded() and deltas.count_val().to_python() <= most
