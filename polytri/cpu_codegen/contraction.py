@@ -1,14 +1,13 @@
 """Gemm-like contractions on the CPU: packed panels and a register-blocked micro-kernel, as generated C.
 
 A *contraction nest* is three perfectly nested loops, in any order, with rectangular bounds (no bound
-uses another of the three counters), around one statement
+uses another of the three counters), around one statement of contraction form
+(:mod:`polytri.ir.contraction`)
 
     T[..., a, b] = T[..., a, b] + L * R        (or ``-``; or ``L * R + T[...]``)
 
-where ``a`` and ``b`` are the last two subscripts of the target, exactly the counters of two of the
-loops, ``L`` depends on ``a`` and the third counter ``k`` but not on ``b``, ``R`` on ``k`` and ``b`` but
-not on ``a``, neither reads ``T``'s array, and the target, ``L``, ``R`` and the sum all have one type,
-float32 or float64.  The only dependences among its instances are then those of the sum over ``k`` for
+where ``a`` and ``b`` are exactly the counters of two of the loops, the third counter ``k`` is summed
+over, and the target, ``L``, ``R`` and the sum all have one type, float32 or float64.  The only dependences among its instances are then those of the sum over ``k`` for
 each ``(a, b)``, so any order that keeps every sum's ``k`` ascending computes the same values bit for
 bit (``-ffp-contract=off``: no fused multiply-add here or in the loops it replaces).
 
@@ -29,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..dtypes import FLOAT32, FLOAT64, DType
-from ..ir.expr import Access, Binary, Expr, Var, accesses, var_names
+from ..ir.contraction import contraction_form
+from ..ir.expr import Access, Expr, Var, var_names
 from ..ir.program import Program, Statement
 from ..ir.types import Typer
 from ..loop_ast import Block, For, Node, Run, loop_upper
@@ -135,38 +135,18 @@ def find_contraction(n: For, program: Program, typer: Typer) -> Contraction | No
             return None  # an iterator that is not plainly one counter (a skewed nest)
     if len(by_counter) != 3:
         return None
-    target = st.target
-    if not isinstance(target, Access) or len(target.index) < 2:
-        return None
-    sub_a, sub_b = target.index[-2], target.index[-1]
+    form = contraction_form(st)
     names = {v: k for k, v in by_counter.items()}  # iterator -> counter
-    if not (isinstance(sub_a, Var) and isinstance(sub_b, Var) and sub_a.kind == sub_b.kind == "iter"
-            and sub_a.name in names and sub_b.name in names and sub_a.name != sub_b.name):
+    if form is None or form.a not in names or form.b not in names:
         return None
-    if any(var_names(s, "iter") & set(names) for s in target.index[:-2]):
-        return None
-    it_a, it_b = sub_a.name, sub_b.name
+    it_a, it_b = form.a, form.b
     it_k = next(it for it in names if it not in (it_a, it_b))
-    value = st.value
-    if isinstance(value, Binary) and value.op in ("+", "-") and value.lhs == target:
-        op, term = value.op, value.rhs
-    elif isinstance(value, Binary) and value.op == "+" and value.rhs == target:
-        op, term = "+", value.lhs
-    else:
+    if it_k not in form.summed:
         return None
-    if not (isinstance(term, Binary) and term.op == "*"):
-        return None
-    left, right = term.lhs, term.rhs
-    if it_b in var_names(left, "iter") or it_a in var_names(right, "iter"):
-        left, right = right, left
-    if it_b in var_names(left, "iter") or it_a in var_names(right, "iter"):
-        return None
-    if it_k not in var_names(term, "iter"):
-        return None
-    if any(acc.array == target.array for acc in accesses(term)):
-        return None
+    left, right, op, target, value = form.left, form.right, form.op, st.target, st.value
     d = typer(target).dtype
-    if d not in (FLOAT32, FLOAT64) or any(typer(e).dtype is not d for e in (value, term, left, right)):
+    if d not in (FLOAT32, FLOAT64) or any(typer(e).dtype is not d for e in (value, value.lhs, value.rhs,
+                                                                            left, right)):
         return None
     roles = {"a": names[it_a], "k": names[it_k], "b": names[it_b]}
     by_var = {lp.var: lp for lp in loops}
