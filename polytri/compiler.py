@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shlex
 import warnings
@@ -20,7 +21,7 @@ from .ir.builder import to_program
 from .ir.program import Program
 from .ir.textform import program_to_text
 from .ir.verify import verify
-from .loop_ast import For, Node, Run, build_loop_ast, walk
+from .loop_ast import For, Node, Run, build_loop_ast, enclosing_loops, walk
 from .schedule.dependences import Dependences, compute_dependences
 from .schedule.legality import IllegalScheduleError, prove_legal
 from .schedule.locality import dominant_streams, strided_streams
@@ -200,18 +201,33 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
         if tile is None and sched is not untiled and not _tiling_pays(original, untiled, sched):
             sched = untiled
     decisions = [f"scheduler: {d}" for d in sched.decisions]
-    if kind == "auto" and parallel_loops(sched) < parallel_loops(original):
-        # A skewed band pays off only through tiling with wavefronts; untiled (or where tiling does not
-        # pay yet, see _tiling_pays) a skew just removes the input order's parallelism.
-        why = (f"the Pluto schedule has {parallel_loops(sched)} parallel loop(s), the input order "
-               f"{parallel_loops(original)}; the input order is kept")
-        log.info("%s: %s", prog.name, why)
-        return original, [f"schedule: the original order, because {why}"] + decisions
+    lost = _parallelism_lost(prog, deps, sched, original) if kind == "auto" else None
+    if lost is not None:
+        log.info("%s: %s", prog.name, lost)
+        return original, [f"schedule: the original order, because {lost}"] + decisions
     loss = _locality_loss(prog, untiled, original) if kind == "auto" else None
     if loss is not None:
         log.info("%s: %s", prog.name, loss)
         return original, [f"schedule: the original order, because {loss}"] + decisions
     return sched, [f"schedule: Pluto (fusion '{fuse}'), proved legal with isl"] + decisions
+
+
+def _parallelism_lost(prog: Program, deps: Dependences, sched: Schedule, original: Schedule) -> str | None:
+    """Why ``sched`` runs some statement with its outermost parallel loop deeper than the input order does
+    (or with none where the input order has one), or ``None``.  A skewed band pays off only through
+    tiling with wavefronts; untiled (or where tiling does not pay yet, see _tiling_pays) a skew just
+    removes the input order's parallelism.  (Counting parallel loops instead would reject fusing a
+    4 x 4 nest into one loop of 16 iterations.)"""
+    def first_parallel(places: list[tuple[bool, ...]]) -> float:
+        return max(next((k for k, par in enumerate(p) if par), math.inf) for p in places)
+    ours = {n: first_parallel(p) for n, p in enclosing_loops(build_loop_ast(prog, sched, deps)).items()}
+    theirs = {n: first_parallel(p) for n, p in enclosing_loops(build_loop_ast(prog, original, deps)).items()}
+    worse = [f"{s.name} ({ours[s.name]} > {theirs[s.name]})" for s in prog.statements
+             if s.name in ours and s.name in theirs and ours[s.name] > theirs[s.name]]
+    if not worse:
+        return None
+    return (f"the Pluto schedule puts the outermost parallel loop of {', '.join(worse)} deeper than the input "
+            f"order (depth inf: none); the input order is kept")
 
 
 def _locality_loss(prog: Program, pluto: Schedule, original: Schedule) -> str | None:

@@ -190,6 +190,21 @@ def isl_expr(e: isl.AstExpr, params: tuple[str, ...] | list[str]) -> Expr:
     return _Converter(set(params), Schedule(isl.UnionMap("{ }"), (), "none"), None).expr(e)
 
 
+def enclosing_loops(n: Node, outer: tuple[bool, ...] = ()) -> dict[str, list[tuple[bool, ...]]]:
+    """For each statement run in the AST ``n``, the parallel flags of the loops around it (outermost
+    first), once per place where it runs."""
+    if isinstance(n, Run):
+        return {n.statement: [outer]}
+    if isinstance(n, For):
+        return enclosing_loops(n.body, outer + (n.parallel,))
+    children = n.body if isinstance(n, Block) else (n.then,) + ((n.orelse,) if n.orelse is not None else ())
+    out: dict[str, list[tuple[bool, ...]]] = {}
+    for c in children:
+        for name, places in enclosing_loops(c, outer).items():
+            out.setdefault(name, []).extend(places)
+    return out
+
+
 def walk(n: Node):
     """All nodes of a loop AST, in pre-order."""
     yield n

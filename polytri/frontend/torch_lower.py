@@ -115,9 +115,6 @@ class Segment:
     """Outputs that are views of a stored array: the array and the view nodes torch applies to it."""
     bases: dict[str, tuple[tuple[str, ...], torch.dtype]] = field(default_factory=dict)
     """Arrays that are only seen through such views (allocated at each call, like outputs)."""
-    contraction: bool = False
-    """Whether the program has a matrix product or an accumulated convolution (its loop order is kept,
-    see torch_options)."""
 
 
 class SegmentLowering:

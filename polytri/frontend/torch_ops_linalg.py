@@ -44,7 +44,6 @@ def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val) -> Val:
         x = cast(a.load(it[:lead] + (it[lead], it[lead + 1])), a.dtype, out)
         y = cast(b.load(it[:lead] + (it[lead + 1], it[lead + 2])), b.dtype, out)
         return f"{x} * {y}"
-    ctx.segment.contraction = True
     ctx.emit(name, shape, lambda it, r: "0")
     loops = shape[:lead] + (shape[lead], k, shape[lead + 1])
     ctx.emit(name, loops, term, op="+=", index=lambda it: it[:lead] + (it[lead], it[lead + 2]))
@@ -142,7 +141,6 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
         _, y, xx = coords(("i0", "i1", "i5", "i6"), "i2", "i3", "i4")
         guard = [f"{y} >= 0", f"{y} < {height}", f"{xx} >= 0", f"{xx} < {width}"]
     loops = (shape[0], shape[1], str(cin_g), str(kh), str(kw), shape[2], shape[3])
-    ctx.segment.contraction = True
     ctx.emit(name, loops, lambda it, r: term((it[0], it[1], it[5], it[6]), it[2], it[3], it[4]), op="+=",
              guard=guard, index=lambda it: (it[0], it[1], it[5], it[6]))
     return array_val(name, shape, out)

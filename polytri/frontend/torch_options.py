@@ -13,8 +13,8 @@ from ..errors import OptionError
 TORCH_OPTIONS: dict[str, tuple[Any, str]] = {
     "target": (None, "'cpu', 'nvgpu' or 'amdgpu' (default: from the inputs' device: CPU tensors -> cpu, "
                      "CUDA tensors -> nvgpu, or amdgpu on ROCm builds)"),
-    "fuse": (None, "fusion policy of the scheduler: 'smart', 'max' or 'none' (default: 'smart' on the cpu "
-                   "target, the GPU targets' 'auto', which compares the three)"),
+    "fuse": (None, "fusion policy of the scheduler: 'outer', 'smart', 'max' or 'none' (default: 'outer' on the "
+                   "cpu target, the GPU targets' 'auto')"),
     "tile": (None, "tile the permutable bands (None: the scheduler decides)"),
     "tile_size": (None, "tile side for every band dimension (default: from the cache model)"),
     "schedule": (None, "'auto', 'pluto' or 'original' (see pt.compile); default: 'original' for programs "
@@ -42,13 +42,11 @@ class TorchOptions:
     cache: bool
     debug: bool
 
-    def compile_options(self, contraction: bool = False, target: str = "cpu") -> dict[str, Any]:
-        """The options handed to :func:`polytri.compile` for a program (with a matrix product when
-        ``contraction``) on ``target``."""
-        schedule = self.schedule or ("original" if contraction and target == "cpu" else "auto")
-        opts: dict[str, Any] = {"schedule": schedule}
+    def compile_options(self, target: str = "cpu") -> dict[str, Any]:
+        """The options handed to :func:`polytri.compile` for a program on ``target``."""
+        opts: dict[str, Any] = {"schedule": self.schedule or "auto"}
         if self.fuse is not None or target == "cpu":
-            opts["fuse"] = self.fuse or "smart"
+            opts["fuse"] = self.fuse or "outer"
         if self.tile is not None:
             opts["tile"] = self.tile
         if self.tile_size is not None:

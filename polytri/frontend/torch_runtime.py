@@ -45,7 +45,7 @@ class _KernelStep:
     def __init__(self, seg: Segment, target: str, options: TorchOptions):
         assert seg.program is not None
         self.segment = seg
-        self.kernel = (compile_cached(seg.program, target, options.compile_options(seg.contraction, target),
+        self.kernel = (compile_cached(seg.program, target, options.compile_options(target),
                                       use_disk=options.cache)
                        if seg.program.statements else None)
         if options.debug:

@@ -37,12 +37,16 @@ log = logging.getLogger("polytri.schedule")
 
 
 def _direction(rows: list[tuple[int, ...]], pos: int) -> list[sympy.Rational] | None:
-    """Iterator motion when time dimension ``pos`` of ``rows`` advances by one and the others stay."""
-    h = sympy.Matrix(rows)
+    """Iterator motion when time dimension ``pos`` of ``rows`` advances by one and the others stay (rows of
+    zeros, dimensions along which the statement does not move, are left out)."""
+    live = [k for k, r in enumerate(rows) if any(r)]
+    if pos not in live:
+        return None
+    h = sympy.Matrix([rows[k] for k in live])
     if h.rows != h.cols or h.det() == 0:
         return None
     e = sympy.zeros(h.rows, 1)
-    e[pos] = 1
+    e[live.index(pos)] = 1
     return list(h.LUsolve(e))
 
 

@@ -11,7 +11,12 @@ the graph of the remaining dependences (a scalar dimension), as the fusion polic
 
 * ``max``: cut only when no hyperplane can be found;
 * ``smart`` (default): also cut at the start between components of different loop depths;
-* ``none``: cut between all components at the start (one nest per component).
+* ``none``: cut between all components at the start (one nest per component);
+* ``outer``: fuse the outermost parallel loops of all statements, then one nest per component below
+  them (the rows of a softmax or a layer norm: each row's passes run while the row is in cache).  A
+  statement of contraction form (:mod:`polytri.ir.contraction`) keeps a nest of its own, which the C
+  generator computes with packed panels.  Without a loop that every other statement shares and along
+  which no dependence has a distance, as ``smart``.
 
 The result is checked by :mod:`polytri.schedule.legality`, which knows nothing of this module.
 """
@@ -28,15 +33,16 @@ import networkx as nx
 import sympy
 
 from ..errors import PolytriError
+from ..ir.contraction import contraction_form
 from ..ir.program import Program, params_prefix
 from .dependences import Dependences
 from .farkas import Layout, aligned_pieces, bounding, validity
 from .locality import innermost_scores
-from .schedule import Band, Schedule, parallel_dimensions
+from .schedule import Band, Schedule, loop_is_parallel, parallel_dimensions
 
 log = logging.getLogger("polytri.schedule")
 
-FUSION_POLICIES = ("smart", "max", "none")
+FUSION_POLICIES = ("smart", "max", "none", "outer")
 
 #: Bounds on the unknowns: coefficients, shifts, and the bounding function's terms.
 MAX_COEFF = 8
@@ -77,6 +83,8 @@ class _State:
     rows: list[Row] = field(default_factory=list)
     bands: list[Band] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
+    fused_outer: Band | None = None
+    """The band of shared parallel loops of policy ``outer`` (its order is kept: loops run inside it)."""
 
     def stmt_rows(self, name: str) -> list[tuple[int, ...]]:
         return [r.coeffs[name] for r in self.rows if not r.scalar]
@@ -259,6 +267,85 @@ def _initial_cut(state: _State, fuse: str, pieces: list[isl.BasicMap]) -> None:
         _cut(state, groups, "smart fusion keeps loop nests of different depths apart")
 
 
+def _contraction_cut(state: _State, pieces: list[isl.BasicMap]) -> set[str]:
+    """Policy ``outer``: each statement of contraction form that is a component by itself gets a nest of
+    its own, between the groups of the other components (in topological order).  Returns those
+    statements."""
+    program = state.program
+    comps = _components_in_order(program, _dep_graph(program, pieces))
+    apart = {c[0] for c in comps if len(c) == 1 and contraction_form(program.statement(c[0])) is not None}
+    groups: list[list[str]] = []
+    for comp in comps:
+        if not groups or comp[0] in apart or groups[-1][0] in apart:
+            groups.append(list(comp))
+        else:
+            groups[-1].extend(comp)
+    if len(groups) > 1:
+        _cut(state, groups, "fusion policy 'outer' keeps each contraction in a nest of its own")
+    return apart
+
+
+def _shared_parallel_band(state: _State, pieces: list[isl.BasicMap], bounds: isl.BasicSet,
+                          apart: set[str]) -> list[Row]:
+    """Policy ``outer``: hyperplanes shared by every statement not in ``apart`` along which no remaining
+    dependence has a distance (parallel loops), until one of these statements has all its loops.  The
+    statements in ``apart`` (already in nests of their own) get zero rows."""
+    lay = state.layout
+    names = [n for n, _ in lay.statements if n not in apart]
+    base = bounds
+    for p in pieces:
+        base = base.intersect(validity(lay, p)).intersect(validity(lay, p.reverse()))
+    zero = [f"{lay.coeff(n, j)} = 0" for n in apart for j in range(lay.dims(n))] + [f"{lay.const(n)} = 0"
+                                                                                     for n in apart]
+    if zero:
+        base = base.intersect(isl.BasicSet(f"{{ {lay.space()} : {' and '.join(zero)} }}"))
+    band: list[Row] = []
+    while names and not any(state.full_rank(n) for n in names):
+        sol = _lexmin(base.intersect(_independence(state, names, lazy=False)))
+        if sol is None:
+            break
+        row = _row_from_solution(lay, sol)
+        state.rows.append(row)
+        band.append(row)
+        done = [state.full_rank(n) for n in names]
+        if len(band) > 1 and any(done) and not all(done):
+            # a row that ends some statements' loops, deeper than the first, is their innermost loop
+            # (often the stride-1 one): the other statements' remaining loops would run inside it
+            state.rows.pop()
+            band.pop()
+            break
+    return band
+
+
+def _fuse_outer(state: _State, pieces: list[isl.BasicMap], bounds: isl.BasicSet) -> list[isl.BasicMap]:
+    """The start of policy ``outer``; returns the dependence pieces left."""
+    program = state.program
+    apart = _contraction_cut(state, pieces)
+    pieces = _uncarried(pieces, state.rows, program)
+    first = len(state.rows)
+    band = _shared_parallel_band(state, pieces, bounds, apart)
+    if not band:
+        state.decisions.append("no parallel loop shared by the statements: fused as 'smart'")
+        log.info("%s: %s", program.name, state.decisions[-1])
+        _initial_cut(state, "smart", pieces)
+        return _uncarried(pieces, state.rows[first:], program)
+    state.fused_outer = Band(first, len(band))
+    state.bands.append(state.fused_outer)
+    shared = "; ".join(", ".join(f"{st.name}: {r.text(st.name, st.iterators)}" for st in program.statements
+                                 if st.name not in apart) for r in band)
+    state.decisions.append(f"{len(band)} parallel loop(s) shared by the statements"
+                           + (f" other than the contraction(s) {', '.join(sorted(apart))}" if apart else "")
+                           + f" ({shared})")
+    log.info("%s: %s", program.name, state.decisions[-1])
+    pieces = _uncarried(pieces, band, program)
+    comps = _components_in_order(program, _dep_graph(program, pieces))
+    if len(comps) > 1:
+        _cut(state, comps, "fusion policy 'outer' distributes the strongly connected components below the "
+                           "shared parallel loops")
+        pieces = _uncarried(pieces, state.rows[-1:], program)
+    return pieces
+
+
 def _carrying_row(state: _State, pieces: list[isl.BasicMap], bounds: isl.BasicSet) -> Row | None:
     """A row, valid for every remaining dependence, that carries at least one remaining piece entirely
     (no linear independence asked): the way out when zero-distance dependences form a cycle that no cut
@@ -311,9 +398,12 @@ def pluto_schedule(program: Program, deps: Dependences, *, fuse: str = "smart") 
     lay = Layout.of(program)
     state = _State(program, lay)
     pieces = aligned_pieces(deps.all, program.params)
-    _initial_cut(state, fuse, pieces)
-    pieces = _uncarried(pieces, state.rows, program)
     bounds = _bounds(lay, program)
+    if fuse == "outer":
+        pieces = _fuse_outer(state, pieces, bounds)
+    else:
+        _initial_cut(state, fuse, pieces)
+        pieces = _uncarried(pieces, state.rows, program)
     guard = 0
     while True:
         guard += 1
@@ -352,41 +442,74 @@ def pluto_schedule(program: Program, deps: Dependences, *, fuse: str = "smart") 
     if len(set(placement.values())) < len(program.statements) and not (state.rows and state.rows[-1].scalar):
         order = [[s.name] for s in program.statements]
         _cut(state, order, "orders statements that share every loop (no dependence between them remains)")
-    _reorder_bands(state, deps)
+    _reorder_bands(state, deps, per_nest=fuse == "outer")
     return _as_schedule(state, deps)
 
 
-def _reorder_bands(state: _State, deps: Dependences) -> None:
+def _reorder_bands(state: _State, deps: Dependences, per_nest: bool) -> None:
     """Choose each band's innermost row (legal: band rows are permutable): first a row whose loop is
     parallel with a stride-1 access (it vectorizes; a reduction innermost does not without
     reassociation), then the best spatial locality; never one whose move pushes the band's outermost
-    parallel loop inward."""
+    parallel loop inward.  With ``per_nest`` (policy ``outer``), separately for each group of statements
+    that earlier cuts placed in a nest of its own (one nest's reduction does not decide another's
+    innermost loop); otherwise the choice is one for all statements, so that the time dimensions of
+    distributed nests stay aligned (the GPU code generator hoists parallel dimensions by position)."""
+    everyone = frozenset(s.name for s in state.program.statements)
     for number, band in enumerate(state.bands):
-        if band.width < 2:
+        if band.width < 2 or band is state.fused_outer:
             continue
-        dims = list(band.dims)
-        loop_index = {d: k for k, d in enumerate(i for i, r in enumerate(state.rows) if not r.scalar)}
-        loop_rows = {n: [r.coeffs[n] for r in state.rows if not r.scalar] for n, _ in state.layout.statements}
-        scores = innermost_scores(state.program, loop_rows, [loop_index[d] for d in dims])
-        candidates = []
-        for dim in dims:
-            trial = list(state.rows)
-            trial.insert(dims[-1], trial.pop(dim))
-            par = parallel_dimensions(_union_map(state.program, trial), deps)
-            first_par = next((d for d in dims if par[d]), None)
-            score, stride1 = scores[loop_index[dim]]
-            vectorizable = par[dims[-1]] and stride1 > 0  # parallel, with a stride-1 access
-            candidates.append((dim, trial, vectorizable, score, first_par))
-        current = next(c for c in candidates if c[0] == dims[-1])
-        allowed = [c for c in candidates
-                   if current[4] is None or (c[4] is not None and c[4] <= current[4])]
-        best = max(allowed, key=lambda c: (c[2], c[3], c[0] == dims[-1]))
-        if best[0] != dims[-1]:
-            state.rows = best[1]
-            why = "parallel (vectorizable) and " if best[2] and not current[2] else ""
-            state.decisions.append(f"band {number}: time dimension {best[0]} moved innermost: {why}"
-                                   f"stride-1 / invariant accesses (locality score {best[3]} vs {current[3]})")
-            log.info("%s: %s", state.program.name, state.decisions[-1])
+        for group in (_placement_groups(state, band.first) if per_nest else [everyone]):
+            _reorder_band(state, deps, number, band, group)
+
+
+def _placement_groups(state: _State, before: int) -> list[frozenset[str]]:
+    """The statements grouped by the cuts among the first ``before`` rows (each group: one nest)."""
+    groups: dict[tuple[int, ...], set[str]] = {}
+    for st in state.program.statements:
+        groups.setdefault(tuple(r.consts[st.name] for r in state.rows[:before] if r.scalar), set()).add(st.name)
+    return [frozenset(g) for g in groups.values()]
+
+
+def _moved_innermost(rows: list[Row], dim: int, last: int, group: frozenset[str]) -> list[Row]:
+    """``rows`` with row ``dim`` moved to position ``last`` for the statements of ``group`` only (the other
+    statements run in other nests: their rows stay)."""
+    order = list(range(len(rows)))
+    order.insert(last, order.pop(dim))
+    out = []
+    for here, src in zip(rows, (rows[k] for k in order)):
+        out.append(Row({n: (src.coeffs[n] if n in group else c) for n, c in here.coeffs.items()},
+                       {n: (src.consts[n] if n in group else c) for n, c in here.consts.items()}, here.scalar))
+    return out
+
+
+def _reorder_band(state: _State, deps: Dependences, number: int, band: Band, group: frozenset[str]) -> None:
+    dims = [d for d in band.dims if any(any(state.rows[d].coeffs[n]) for n in group)]  # the group's loops
+    if len(dims) < 2:
+        return
+    program = state.program
+    loop_index = {d: k for k, d in enumerate(i for i, r in enumerate(state.rows) if not r.scalar)}
+    loop_rows = {n: [r.coeffs[n] for r in state.rows if not r.scalar] for n, _ in state.layout.statements
+                 if n in group}
+    scores = innermost_scores(program, loop_rows, [loop_index[d] for d in dims])
+    candidates = []
+    for dim in dims:
+        trial = _moved_innermost(state.rows, dim, dims[-1], group)
+        union = _union_map(program, trial)
+        par = {d: loop_is_parallel(union, deps, d, group) for d in dims}
+        first_par = next((d for d in dims if par[d]), None)
+        score, stride1 = scores[loop_index[dim]]
+        vectorizable = par[dims[-1]] and stride1 > 0  # parallel, with a stride-1 access
+        candidates.append((dim, trial, vectorizable, score, first_par))
+    current = next(c for c in candidates if c[0] == dims[-1])
+    allowed = [c for c in candidates if current[4] is None or (c[4] is not None and c[4] <= current[4])]
+    best = max(allowed, key=lambda c: (c[2], c[3], c[0] == dims[-1]))
+    if best[0] != dims[-1]:
+        state.rows = best[1]
+        why = "parallel (vectorizable) and " if best[2] and not current[2] else ""
+        whom = "" if len(group) == len(program.statements) else f" for {', '.join(sorted(group))}"
+        state.decisions.append(f"band {number}: time dimension {best[0]} moved innermost{whom}: {why}"
+                               f"stride-1 / invariant accesses (locality score {best[3]} vs {current[3]})")
+        log.info("%s: %s", program.name, state.decisions[-1])
 
 
 def _union_map(program: Program, rows: list[Row]) -> isl.UnionMap:
