@@ -259,3 +259,34 @@ def test_convolutions_with_stride_padding_dilation_groups(stride: Any, padding: 
     report = pt.explain(f, x)
     torch.testing.assert_close(report.result, f(x), rtol=1e-4, atol=1e-5)
     assert report.fallback_ops == []
+
+
+def test_arguments_are_checked_once_per_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's argument checks run on the first call of each shape; later calls of that shape go
+    straight to the library, and still compute what eager computes."""
+    from polytri.cpu_codegen.kernel import CpuKernel
+    checked, unchecked = [], []
+    monkeypatch.setattr(CpuKernel, "__call__", lambda self, **kw: checked.append(1) or
+                        CpuKernel.call_unchecked(self, [kw[a.name].data_ptr() for a in self.program.arrays],
+                                                 [kw[p] for p in self.program.params]))
+    real = CpuKernel.call_unchecked
+    monkeypatch.setattr(CpuKernel, "call_unchecked", lambda self, ptrs, params: unchecked.append(1) or
+                        real(self, ptrs, params))
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x * 2, -1)
+    torch._dynamo.reset()
+    g = pt.jit(f, compile_options={"cache": False})
+    x = torch.randn(6, 40)
+    torch._dynamo.mark_dynamic(x, 0)
+    for _ in range(3):
+        torch.testing.assert_close(g(x), f(x))
+    assert len(checked) == 1
+    y = torch.randn(9, 40)
+    torch._dynamo.mark_dynamic(y, 0)
+    torch.testing.assert_close(g(y), f(y))  # a new size: checked again
+    z = torch.randn(9, 40)
+    torch._dynamo.mark_dynamic(z, 0)
+    torch.testing.assert_close(g(z), f(z))  # same signature, other memory
+    assert len(checked) == 2
+    assert len(unchecked) >= 5  # the checked calls above also run through call_unchecked

@@ -80,6 +80,14 @@ class CpuKernel(CompiledKernel):
             if tmp is not None:
                 _write_back(x, tmp)
 
+    def call_unchecked(self, pointers: list[int], params: list[int]) -> None:
+        """Run on the data pointers of C-contiguous arrays (in the program's array order) and the
+        parameters (in its order), with no check at all.  Only for callers that passed arguments of the
+        same shapes, types and layout through a checked call before (the torch frontend does, once per
+        shape); the program must have no scalars."""
+        assert not self.program.scalars
+        self._fn(*pointers, *params, int(self.options.get("threads") or 0))
+
     def explain(self) -> str:
         """A readable report: statements, dependences, schedule, parallel loops, build."""
         p = self.program

@@ -450,7 +450,8 @@ def _reorder_bands(state: _State, deps: Dependences, per_nest: bool) -> None:
     """Choose each band's innermost row (legal: band rows are permutable): first a row whose loop is
     parallel with a stride-1 access (it vectorizes; a reduction innermost does not without
     reassociation), then the best spatial locality; never one whose move pushes the band's outermost
-    parallel loop inward.  With ``per_nest`` (policy ``outer``), separately for each group of statements
+    parallel loop inward, unless the statements run inside shared parallel loops (policy ``outer``:
+    a convolution's sums go outside its parallel column loop).  With ``per_nest`` (policy ``outer``), separately for each group of statements
     that earlier cuts placed in a nest of its own (one nest's reduction does not decide another's
     innermost loop); otherwise the choice is one for all statements, so that the time dimensions of
     distributed nests stay aligned (the GPU code generator hoists parallel dimensions by position)."""
@@ -501,7 +502,11 @@ def _reorder_band(state: _State, deps: Dependences, number: int, band: Band, gro
         vectorizable = par[dims[-1]] and stride1 > 0  # parallel, with a stride-1 access
         candidates.append((dim, trial, vectorizable, score, first_par))
     current = next(c for c in candidates if c[0] == dims[-1])
-    allowed = [c for c in candidates if current[4] is None or (c[4] is not None and c[4] <= current[4])]
+    outer = state.fused_outer
+    if outer is not None and any(any(state.rows[d].coeffs[n]) for d in outer.dims for n in group):
+        allowed = candidates  # the shared parallel loops outside the band are the group's parallelism
+    else:
+        allowed = [c for c in candidates if current[4] is None or (c[4] is not None and c[4] <= current[4])]
     best = max(allowed, key=lambda c: (c[2], c[3], c[0] == dims[-1]))
     if best[0] != dims[-1]:
         state.rows = best[1]
