@@ -37,7 +37,7 @@ TARGETS = ("cpu", "nvgpu", "amdgpu")
 CPU_OPTIONS: dict[str, tuple[Any, str]] = {
     "schedule": ("auto", "'pluto' (the affine scheduler), 'original' (the input order), or 'auto': Pluto "
                          "unless its schedule has fewer parallel loops than the input order"),
-    "fuse": ("smart", "fusion policy of the scheduler: 'smart', 'max' or 'none'"),
+    "fuse": ("smart", "fusion policy of the scheduler: 'smart', 'max', 'none' or 'outer'"),
     "tile": (None, "tile the permutable bands of the Pluto schedule: True, False, or None (schedule='auto' "
                    "decides; 'pluto' alone does not tile)"),
     "tile_size": (None, "tile side for every band dimension (default: from a model of the L2 cache)"),

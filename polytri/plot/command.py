@@ -14,6 +14,7 @@ import argparse
 import logging
 
 from ..errors import OptionError
+from ..schedule.pluto import FUSION_POLICIES
 
 log = logging.getLogger("polytri.plot")
 
@@ -49,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="value of an iterator that is not drawn (default: the middle of its range)")
     parser.add_argument("--schedule", choices=("pluto", "auto", "original"), default="pluto",
                         help="whose tiles and order to draw (default: pluto)")
-    parser.add_argument("--fuse", choices=("smart", "max", "none"), default="smart", help="fusion policy")
+    parser.add_argument("--fuse", choices=FUSION_POLICIES, default="smart", help="fusion policy")
     parser.add_argument("--tile-size", type=int, default=4, help="tile side for every band dimension (default 4)")
     parser.add_argument("--no-tile", action="store_true", help="draw the untiled schedule: points numbered in "
                                                                "execution order")
