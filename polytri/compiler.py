@@ -36,7 +36,8 @@ TARGETS = ("cpu", "nvgpu", "amdgpu")
 #: Options of the cpu target, with their defaults and a description.
 CPU_OPTIONS: dict[str, tuple[Any, str]] = {
     "schedule": ("auto", "'pluto' (the affine scheduler), 'original' (the input order), or 'auto': Pluto "
-                         "unless its schedule has fewer parallel loops than the input order"),
+                         "unless it moves a statement's outermost parallel loop inward or walks memory with "
+                         "more strided streams than the input order"),
     "fuse": ("smart", "fusion policy of the scheduler: 'smart', 'max', 'none' or 'outer'"),
     "tile": (None, "tile the permutable bands of the Pluto schedule: True, False, or None (schedule='auto' "
                    "decides; 'pluto' alone does not tile)"),

@@ -25,7 +25,7 @@ log = logging.getLogger("polytri.triton")
 
 #: Options of the GPU targets, with their defaults and a description.
 GPU_OPTIONS: dict[str, tuple[Any, str]] = {
-    "schedule": ("auto", "'pluto', 'original', or 'auto' (Pluto unless it has fewer parallel loops)"),
+    "schedule": ("auto", "'pluto', 'original', or 'auto' (Pluto unless it moves an outermost parallel loop inward)"),
     "fuse": ("auto", "fusion policy of the scheduler: 'smart', 'max', 'none', 'outer', or 'auto': 'smart' or "
                      "'none', whichever keeps the most grid loops, then makes the fewest launches"),
     "arch": (None, "architecture the launch model targets and asm() defaults to: sm_80, sm_90 (nvgpu, "

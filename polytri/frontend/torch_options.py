@@ -17,9 +17,7 @@ TORCH_OPTIONS: dict[str, tuple[Any, str]] = {
                    "cpu target, the GPU targets' 'auto')"),
     "tile": (None, "tile the permutable bands (None: the scheduler decides)"),
     "tile_size": (None, "tile side for every band dimension (default: from the cache model)"),
-    "schedule": (None, "'auto', 'pluto' or 'original' (see pt.compile); default: 'original' for programs "
-                       "with a matrix product or an accumulated convolution (whose loop order the "
-                       "scheduler's fusion loses), else 'auto'"),
+    "schedule": (None, "'auto', 'pluto' or 'original' (see pt.compile); default: 'auto'"),
     "threads": (None, "OpenMP thread count of the cpu target (default: OpenMP's own)"),
     "inline": (True, "compute single-use elementwise results inside their consumer instead of storing them"),
     "cache": (True, "reuse kernels compiled earlier (in memory, and on disk across processes)"),

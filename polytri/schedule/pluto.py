@@ -38,7 +38,7 @@ from ..ir.program import Program, params_prefix
 from .dependences import Dependences
 from .farkas import Layout, aligned_pieces, bounding, validity
 from .locality import innermost_scores
-from .schedule import Band, Schedule, loop_is_parallel, parallel_dimensions
+from .schedule import Band, Schedule, loops_are_parallel, parallel_dimensions
 
 log = logging.getLogger("polytri.schedule")
 
@@ -450,11 +450,12 @@ def _reorder_bands(state: _State, deps: Dependences, per_nest: bool) -> None:
     """Choose each band's innermost row (legal: band rows are permutable): first a row whose loop is
     parallel with a stride-1 access (it vectorizes; a reduction innermost does not without
     reassociation), then the best spatial locality; never one whose move pushes the band's outermost
-    parallel loop inward, unless the statements run inside shared parallel loops (policy ``outer``:
-    a convolution's sums go outside its parallel column loop).  With ``per_nest`` (policy ``outer``), separately for each group of statements
-    that earlier cuts placed in a nest of its own (one nest's reduction does not decide another's
-    innermost loop); otherwise the choice is one for all statements, so that the time dimensions of
-    distributed nests stay aligned (the GPU code generator hoists parallel dimensions by position)."""
+    parallel loop inward, unless the statements run inside shared parallel loops (policy ``outer``: a
+    convolution's sums go outside its parallel column loop).  With ``per_nest`` (policy ``outer``), the
+    choice is made separately for each group of statements that earlier cuts placed in a nest of its own
+    (one nest's reduction does not decide another's innermost loop); otherwise it is one choice for all
+    statements, so that the time dimensions of distributed nests stay aligned (the GPU code generator
+    hoists parallel dimensions by position)."""
     everyone = frozenset(s.name for s in state.program.statements)
     for number, band in enumerate(state.bands):
         if band.width < 2 or band is state.fused_outer:
@@ -496,7 +497,7 @@ def _reorder_band(state: _State, deps: Dependences, number: int, band: Band, gro
     for dim in dims:
         trial = _moved_innermost(state.rows, dim, dims[-1], group)
         union = _union_map(program, trial)
-        par = {d: loop_is_parallel(union, deps, d, group) for d in dims}
+        par = loops_are_parallel(union, deps, dims, group)
         first_par = next((d for d in dims if par[d]), None)
         score, stride1 = scores[loop_index[dim]]
         vectorizable = par[dims[-1]] and stride1 > 0  # parallel, with a stride-1 access

@@ -7,7 +7,7 @@ generators can put ``omp parallel for``, ``omp simd`` or a GPU grid on them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import islpy as isl
@@ -120,9 +120,15 @@ def loop_is_parallel(schedule: isl.UnionMap, deps: Dependences, dim: int, statem
     """Whether a loop scanning time dimension ``dim`` over ``statements`` carries no dependence among
     them.  Finer than :func:`parallel_dimensions`: distributed nests share time dimensions, and one
     nest's reduction must not make another nest's loop sequential."""
+    return loops_are_parallel(schedule, deps, [dim], statements)[dim]
+
+
+def loops_are_parallel(schedule: isl.UnionMap, deps: Dependences, dims: Sequence[int],
+                       statements: frozenset[str]) -> dict[int, bool]:
+    """:func:`loop_is_parallel` for several time dimensions (the time dependences are computed once)."""
     inside = dependences_between(deps.all, lambda a, b: a in statements and b in statements)
     tdeps = time_dependences(schedule, inside)
-    return tdeps is None or not _carries(tdeps, dim)
+    return {d: tdeps is None or not _carries(tdeps, d) for d in dims}
 
 
 def original_schedule(program: Program, deps: Dependences) -> Schedule:
