@@ -114,9 +114,8 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
 def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any], fusion: list[str]) -> Any:
     """Schedule, generate and build ``prog`` for ``target``."""
     if target == "cpu":
-        schedule, decisions = choose_schedule(prog, deps, opts["schedule"], opts["fuse"], opts["tile"],
-                                              opts["tile_size"])
-        ast = build_loop_ast(prog, schedule, deps)
+        schedule, decisions, ast = choose_schedule(prog, deps, opts["schedule"], opts["fuse"], opts["tile"],
+                                                   opts["tile_size"])
     else:  # GPU kernels block their parallel loops themselves: the schedule stays untiled
         from .codegen_triton.options import gpu_schedule
         schedule, decisions, ast = gpu_schedule(prog, deps, opts)
@@ -176,20 +175,22 @@ def _dump(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, sourc
 
 
 def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
-                    tile: bool | None = False, tile_size: int | None = None) -> tuple[Schedule, list[str]]:
-    """The schedule to generate code from, proved legal; the original order when the scheduler fails or
-    its result cannot be proved legal (with a warning: never wrong code)."""
+                    tile: bool | None = False, tile_size: int | None = None) -> tuple[Schedule, list[str], Node]:
+    """The schedule to generate code from, proved legal, with the decisions and its loop AST; the original
+    order when the scheduler fails or its result cannot be proved legal (with a warning: never wrong
+    code)."""
     original = original_schedule(prog, deps)
     prove_legal(original.map, deps, what=f"{prog.name}: the original order")
     if kind == "original":
-        return original, ["schedule: the original order (option schedule='original')"]
+        return original, ["schedule: the original order (option schedule='original')"], \
+            build_loop_ast(prog, original, deps)
     try:
         sched = pluto_schedule(prog, deps, fuse=fuse)
         prove_legal(sched.map, deps, what=f"{prog.name}: the Pluto schedule")
     except (SchedulingError, IllegalScheduleError, isl.Error) as exc:
         warnings.warn(f"polytri: {exc}; compiling {prog.name} in its original order", stacklevel=3)
         log.warning("%s: falling back to the original order: %s", prog.name, exc)
-        return original, [f"schedule: the original order, because {exc}"]
+        return original, [f"schedule: the original order, because {exc}"], build_loop_ast(prog, original, deps)
     untiled = sched
     if (tile is True or (tile is None and kind == "auto")) and any(b.width >= 2 for b in sched.bands):
         try:
@@ -202,29 +203,28 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
         if tile is None and sched is not untiled and not _tiling_pays(original, untiled, sched):
             sched = untiled
     decisions = [f"scheduler: {d}" for d in sched.decisions]
-    lost = _parallelism_lost(prog, deps, sched, original) if kind == "auto" else None
-    if lost is not None:
-        log.info("%s: %s", prog.name, lost)
-        return original, [f"schedule: the original order, because {lost}"] + decisions
-    loss = _locality_loss(prog, untiled, original) if kind == "auto" else None
-    if loss is not None:
-        log.info("%s: %s", prog.name, loss)
-        return original, [f"schedule: the original order, because {loss}"] + decisions
-    return sched, [f"schedule: Pluto (fusion '{fuse}'), proved legal with isl"] + decisions
+    ours = build_loop_ast(prog, sched, deps)
+    if kind == "auto":
+        theirs = build_loop_ast(prog, original, deps)
+        why = _parallelism_lost(prog, ours, theirs) or _locality_loss(prog, untiled, original)
+        if why is not None:
+            log.info("%s: %s", prog.name, why)
+            return original, [f"schedule: the original order, because {why}"] + decisions, theirs
+    return sched, [f"schedule: Pluto (fusion '{fuse}'), proved legal with isl"] + decisions, ours
 
 
-def _parallelism_lost(prog: Program, deps: Dependences, sched: Schedule, original: Schedule) -> str | None:
-    """Why ``sched`` runs some statement with its outermost parallel loop deeper than the input order does
-    (or with none where the input order has one), or ``None``.  A skewed band pays off only through
+def _parallelism_lost(prog: Program, ours: Node, theirs: Node) -> str | None:
+    """Why the loop AST ``ours`` runs some statement with its outermost parallel loop deeper than the
+    input order's AST ``theirs`` does (or with none where the input order has one), or ``None``.  A skewed band pays off only through
     tiling with wavefronts; untiled (or where tiling does not pay yet, see _tiling_pays) a skew just
     removes the input order's parallelism.  (Counting parallel loops instead would reject fusing a
     4 x 4 nest into one loop of 16 iterations.)"""
     def first_parallel(places: list[tuple[bool, ...]]) -> float:
         return max(next((k for k, par in enumerate(p) if par), math.inf) for p in places)
-    ours = {n: first_parallel(p) for n, p in enclosing_loops(build_loop_ast(prog, sched, deps)).items()}
-    theirs = {n: first_parallel(p) for n, p in enclosing_loops(build_loop_ast(prog, original, deps)).items()}
-    worse = [f"{s.name} ({ours[s.name]} > {theirs[s.name]})" for s in prog.statements
-             if s.name in ours and s.name in theirs and ours[s.name] > theirs[s.name]]
+    mine = {n: first_parallel(p) for n, p in enclosing_loops(ours).items()}
+    base = {n: first_parallel(p) for n, p in enclosing_loops(theirs).items()}
+    worse = [f"{s.name} ({mine[s.name]} > {base[s.name]})" for s in prog.statements
+             if s.name in mine and s.name in base and mine[s.name] > base[s.name]]
     if not worse:
         return None
     return (f"the Pluto schedule puts the outermost parallel loop of {', '.join(worse)} deeper than the input "

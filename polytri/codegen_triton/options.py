@@ -62,14 +62,14 @@ def check_gpu_options(target: str, options: Mapping[str, Any] | None) -> dict[st
 
 def _candidate(prog: Program, deps: Dependences, opts: dict[str, Any], fuse: str) -> tuple[Schedule, list[str], Node]:
     from ..compiler import choose_schedule
-    schedule, decisions = choose_schedule(prog, deps, opts["schedule"], fuse, False, None)
+    schedule, decisions, ast = choose_schedule(prog, deps, opts["schedule"], fuse, False, None)
     if schedule.bands:
         permuted = parallel_outward(schedule, deps)
         if permuted is not schedule:
             prove_legal(permuted.map, deps, what=f"{prog.name}: the GPU band order")
             decisions += [f"scheduler: {d}" for d in permuted.decisions[len(schedule.decisions):]]
-            schedule = permuted
-    return schedule, decisions, build_loop_ast(prog, schedule, deps)
+            schedule, ast = permuted, build_loop_ast(prog, permuted, deps)
+    return schedule, decisions, ast
 
 
 def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any]) -> tuple[Schedule, list[str], Node]:

@@ -125,7 +125,7 @@ def picture_schedule(program: Program, deps: Dependences, *, schedule: str = "pl
         return original_schedule(program, deps), ()
     if schedule not in ("pluto", "auto"):
         raise OptionError(f"schedule must be 'pluto', 'auto' or 'original', got {schedule!r}")
-    untiled, _ = choose_schedule(program, deps, schedule, fuse, tile=False)
+    untiled, _, _ = choose_schedule(program, deps, schedule, fuse, tile=False)
     bands = sorted((b for b in untiled.bands if b.width >= 2), key=lambda b: b.first)
     if not tile or untiled.origin == "original" or not bands:
         return untiled, ()

@@ -16,7 +16,7 @@ the graph of the remaining dependences (a scalar dimension), as the fusion polic
   them (the rows of a softmax or a layer norm: each row's passes run while the row is in cache).  A
   statement of contraction form (:mod:`polytri.ir.contraction`) keeps a nest of its own, which the C
   generator computes with packed panels.  Without a loop that every other statement shares and along
-  which no dependence has a distance, as ``smart``.
+  which no dependence has a distance, as ``smart`` after that cut.
 
 The result is checked by :mod:`polytri.schedule.legality`, which knows nothing of this module.
 """
@@ -442,25 +442,25 @@ def pluto_schedule(program: Program, deps: Dependences, *, fuse: str = "smart") 
     if len(set(placement.values())) < len(program.statements) and not (state.rows and state.rows[-1].scalar):
         order = [[s.name] for s in program.statements]
         _cut(state, order, "orders statements that share every loop (no dependence between them remains)")
-    _reorder_bands(state, deps, per_nest=fuse == "outer")
+    _reorder_bands(state, deps)
     return _as_schedule(state, deps)
 
 
-def _reorder_bands(state: _State, deps: Dependences, per_nest: bool) -> None:
+def _reorder_bands(state: _State, deps: Dependences) -> None:
     """Choose each band's innermost row (legal: band rows are permutable): first a row whose loop is
     parallel with a stride-1 access (it vectorizes; a reduction innermost does not without
     reassociation), then the best spatial locality; never one whose move pushes the band's outermost
     parallel loop inward, unless the statements run inside shared parallel loops (policy ``outer``: a
-    convolution's sums go outside its parallel column loop).  With ``per_nest`` (policy ``outer``), the
-    choice is made separately for each group of statements that earlier cuts placed in a nest of its own
-    (one nest's reduction does not decide another's innermost loop); otherwise it is one choice for all
-    statements, so that the time dimensions of distributed nests stay aligned (the GPU code generator
-    hoists parallel dimensions by position)."""
+    convolution's sums go outside its parallel column loop).  Below such shared loops the choice is made
+    separately for each group of statements that earlier cuts placed in a nest of its own (one nest's
+    reduction does not decide another's innermost loop); otherwise it is one choice for all statements,
+    so that the time dimensions of distributed nests stay aligned (the GPU code generator hoists parallel
+    dimensions by position)."""
     everyone = frozenset(s.name for s in state.program.statements)
     for number, band in enumerate(state.bands):
         if band.width < 2 or band is state.fused_outer:
             continue
-        for group in (_placement_groups(state, band.first) if per_nest else [everyone]):
+        for group in (_placement_groups(state, band.first) if state.fused_outer is not None else [everyone]):
             _reorder_band(state, deps, number, band, group)
 
 
