@@ -7,6 +7,7 @@ array pointer is re-declared as a pointer to a variable-length array, so accesse
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from .. import dtypes
@@ -14,9 +15,15 @@ from ..ir.affine import const_value
 from ..ir.expr import Access, Binary, Expr, Var, var_names
 from ..ir.program import Program, Statement
 from ..ir.types import program_typer
-from ..loop_ast import Block, For, If, Node, Run
+from ..loop_ast import Block, For, If, Node, Run, walk
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
-from .contraction import Contraction, contraction_lines, find_contraction, micro_kernel
+from .contraction import (
+    Contraction,
+    contraction_lines,
+    find_contraction,
+    find_domain_contraction,
+    micro_kernel,
+)
 from .prelude import prelude
 
 
@@ -94,6 +101,8 @@ class _Printer:
         """Counters of the loops enclosing the node being printed."""
         self.contractions: list[Contraction] = []
         """Contraction nests printed as micro-kernel calls, in order."""
+        self.runs: Counter[str] = Counter()
+        """How many times each statement appears in the whole loop AST."""
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -116,8 +125,20 @@ class _Printer:
         else:
             raise TypeError(n)
 
+    def find_contraction(self, n: For) -> Contraction | None:
+        """The contraction nest rooted at ``n``: three loops, or a whole nest of its own computing every
+        instance of its statement."""
+        if not self.opts.microkernel:
+            return None
+        found = find_contraction(n, self.p, self.exprs.t)
+        if found is None and not self.counters:
+            runs = Counter(r.statement for r in walk(n) if isinstance(r, Run))
+            if len(runs) == 1 and runs == Counter({s: self.runs[s] for s in runs}):
+                found = find_domain_contraction(n, self.p, self.exprs.t)
+        return found
+
     def loop(self, n: For, depth: int, in_parallel: bool) -> None:
-        contraction = find_contraction(n, self.p, self.exprs.t) if self.opts.microkernel else None
+        contraction = self.find_contraction(n)
         if contraction is not None:
             self.contractions.append(contraction)
             if self.opts.openmp and not in_parallel:
@@ -137,21 +158,22 @@ class _Printer:
 
     def contraction(self, c: Contraction, depth: int, threads: bool) -> None:
         """A contraction nest as packed panels and micro-kernel calls (see :mod:`.contraction`)."""
-        st, args = c.statement, dict(zip(c.statement.iterators, c.run.args))
+        st = c.statement
 
-        def bind(env: dict[str, str], e) -> list[str]:
-            used = var_names(e, "iter")
-            return [f"const int64_t {cname(it)} = {env[it] if it in env else index_expr(args[it]).text};"
+        def bind(env: dict[str, str], exprs: tuple[Expr, ...]) -> list[str]:
+            used = set().union(*(var_names(e, "iter") for e in exprs))
+            return [f"const int64_t {cname(it)} = {env[it] if it in env else index_expr(c.fixed[it]).text};"
                     for it in st.iterators if it in used]
 
         def assign(env: dict[str, str]) -> list[str]:
-            return self.statement_lines(st, tuple(Var(env[it], "iter") if it in env else args[it]
+            return self.statement_lines(st, tuple(Var(env[it], "iter") if it in env else c.fixed[it]
                                                   for it in st.iterators))
 
         target = self.p.array(st.target.array)
+        ldc = " * ".join(_vla_bound(e) for e in target.shape[c.row_subscript + 1:])
         for line in contraction_lines(c, value=lambda e: self.exprs.conv(e, c.dtype).text,
                                       ref=lambda a: self.array_ref(a).text, bind=bind, assign=assign,
-                                      ldc=_vla_bound(target.shape[-1]), threads=threads):
+                                      ldc=ldc, threads=threads):
             self.emit(depth, line)
 
     def plain_loop(self, n: For, depth: int, in_parallel: bool) -> None:
@@ -181,6 +203,7 @@ class _Printer:
         name = f"{self.function}_par{len(self.outlined)}"
         inner = _Printer(self.p, self.opts, name)
         inner.counters = list(self.counters)
+        inner.runs = self.runs
         for line in _array_views(self.p):
             inner.emit(1, line)
         for line in _unused(self.p, self.counters):
@@ -220,6 +243,7 @@ def generate_c(program: Program, ast: Node, *, function: str,
     """The complete C source of ``program`` scanned by ``ast``, as function ``function``, and the
     contraction nests it computes with the micro-kernel."""
     pr = _Printer(program, options, function)
+    pr.runs = Counter(r.statement for r in walk(ast) if isinstance(r, Run))
     pr.emit(1, "const int pt__threads = pt__num_threads > 0 ? pt__num_threads : omp_get_max_threads();"
             " (void)pt__threads;" if options.openmp else "(void)pt__num_threads;")
     for line in _array_views(program):

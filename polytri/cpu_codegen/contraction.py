@@ -27,12 +27,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import islpy as isl
+
 from ..dtypes import FLOAT32, FLOAT64, DType
-from ..ir.contraction import contraction_form
-from ..ir.expr import Access, Expr, Var, var_names
-from ..ir.program import Program, Statement
+from ..ir.affine import condition_to_isl, to_isl
+from ..ir.contraction import ContractionForm, contraction_form
+from ..ir.expr import Access, Binary, Const, Expr, Var, accesses, var_names
+from ..ir.program import Program, Statement, params_prefix
 from ..ir.types import Typer
-from ..loop_ast import Block, For, Node, Run, loop_upper
+from ..loop_ast import Block, For, Node, Run, isl_expr, loop_upper, walk
 from .cexpr import comment, index_expr
 
 log = logging.getLogger("polytri.cpu")
@@ -78,15 +81,31 @@ def blocking(d: DType) -> Blocking:
 
 @dataclass(frozen=True)
 class Contraction:
-    """A contraction nest found in the loop AST."""
+    """A contraction nest: one statement of contraction form and the instances the packed code computes."""
 
     statement: Statement
-    run: Run
-    """The statement's instance inside the nest."""
-    loops: dict[str, For]
-    """The three loops by role: ``a`` (target rows), ``k`` (the sum), ``b`` (target columns)."""
-    iterators: dict[str, str]
-    """The statement iterator each role's counter stands for."""
+    a: str
+    """Iterator of the target's rows."""
+    b: str
+    """Iterator of the target's columns (its last subscript)."""
+    k: tuple[str, ...]
+    """The summed iterators, in the statement's order: the sum runs over them lexicographically."""
+    batch: tuple[str, ...]
+    """Other iterators that the packed code loops over itself (a whole-domain nest); the enclosing loops
+    fix the rest (:attr:`fixed`)."""
+    bounds: dict[str, tuple[Expr, Expr]]
+    """``[lower, upper)`` of ``a``, ``b``, each of ``k`` and each of ``batch``: expressions in the
+    parameters and the counters of enclosing loops."""
+    fixed: dict[str, Expr]
+    """The statement's other iterators, as expressions of the enclosing loops' counters."""
+    guard: Expr | None
+    """Condition on ``batch``, ``k`` and ``b`` for a point of the bounds' box to be an instance (``None``:
+    every point is; the rows ``a`` never need one)."""
+    batch_guard: Expr | None
+    """Condition on ``batch`` alone."""
+    padded: bool
+    """Some points of the box are not instances: the panels hold zeros there, whose products with ``L``
+    are added too, which is exact only while ``L`` is finite (checked at run time)."""
     left: Expr
     """The factor of ``(a, k)``, in the statement's iterators."""
     right: Expr
@@ -95,6 +114,8 @@ class Contraction:
     """``+`` or ``-``."""
     dtype: DType
     """float32 or float64."""
+    row_subscript: int
+    """Position of ``a``'s subscript in the target (the rows' stride is the product of later extents)."""
 
 
 def _chain(n: For) -> tuple[list[For], Run] | None:
@@ -114,8 +135,23 @@ def _chain(n: For) -> tuple[list[For], Run] | None:
     return loops, body
 
 
+def _typed_form(st: Statement, typer: Typer) -> tuple[ContractionForm, DType] | None:
+    """The contraction form of ``st`` when the target, both factors and the sum have one float type."""
+    form = contraction_form(st)
+    if form is None:
+        return None
+    d = typer(st.target).dtype
+    value = st.value
+    assert isinstance(value, Binary)
+    if d not in (FLOAT32, FLOAT64) or any(typer(e).dtype is not d for e in (value, value.lhs, value.rhs,
+                                                                            form.left, form.right)):
+        return None
+    return form, d
+
+
 def find_contraction(n: For, program: Program, typer: Typer) -> Contraction | None:
-    """The contraction nest rooted at ``n``, or ``None``."""
+    """The contraction nest of three loops rooted at ``n`` (one loop each for the rows, the columns and
+    the sum, in any order, with rectangular bounds), or ``None``."""
     found = _chain(n)
     if found is None:
         return None
@@ -128,39 +164,158 @@ def find_contraction(n: For, program: Program, typer: Typer) -> Contraction | No
             return None  # a triangle: not a box
     st = program.statement(run.statement)
     by_counter: dict[str, str] = {}
+    fixed: dict[str, Expr] = {}
     for it, arg in zip(st.iterators, run.args):
         if isinstance(arg, Var) and arg.kind == "iter" and arg.name in counters:
             by_counter[arg.name] = it
         elif var_names(arg, "iter") & counters:
             return None  # an iterator that is not plainly one counter (a skewed nest)
+        else:
+            fixed[it] = arg
     if len(by_counter) != 3:
         return None
-    form = contraction_form(st)
+    typed = _typed_form(st, typer)
     names = {v: k for k, v in by_counter.items()}  # iterator -> counter
-    if form is None or form.a not in names or form.b not in names:
+    if typed is None or typed[0].a not in names or typed[0].b not in names:
         return None
-    it_a, it_b = form.a, form.b
-    it_k = next(it for it in names if it not in (it_a, it_b))
+    form, d = typed
+    it_k = next(it for it in names if it not in (form.a, form.b))
     if it_k not in form.summed:
         return None
-    left, right, op, target, value = form.left, form.right, form.op, st.target, st.value
-    d = typer(target).dtype
-    if d not in (FLOAT32, FLOAT64) or any(typer(e).dtype is not d for e in (value, value.lhs, value.rhs,
-                                                                            left, right)):
-        return None
-    roles = {"a": names[it_a], "k": names[it_k], "b": names[it_b]}
     by_var = {lp.var: lp for lp in loops}
-    return Contraction(st, run, {r: by_var[c] for r, c in roles.items()}, {"a": it_a, "k": it_k, "b": it_b},
-                       left, right, op, d)
+    bounds = {it: (by_var[c].lower, loop_upper(by_var[c])) for it, c in names.items()}
+    return Contraction(st, form.a, form.b, (it_k,), (), bounds, fixed, None, None, False,  # type: ignore[arg-type]
+                       form.left, form.right, form.op, d, form.row_subscript)
+
+
+def _constraint(c: isl.Constraint, params: set[str]) -> tuple[Expr, set[str]]:
+    """An isl constraint as a condition and the iterators it involves."""
+    terms: list[Expr] = []
+    used: set[str] = set()
+    for kind in (isl.dim_type.param, isl.dim_type.set):
+        for i in range(c.get_space().dim(kind)):
+            v = c.get_coefficient_val(kind, i).to_python()
+            if v:
+                name = str(c.get_space().get_dim_name(kind, i))
+                if kind == isl.dim_type.set:
+                    used.add(name)
+                term: Expr = Var(name, "param" if name in params else "iter")
+                terms.append(term if v == 1 else Binary("*", Const(v), term))
+    const = c.get_constant_val().to_python()
+    e: Expr = terms[0] if terms else Const(const)
+    for t in terms[1:]:
+        e = Binary("+", e, t)
+    if terms and const:
+        e = Binary("+", e, Const(const))
+    return Binary("==" if c.is_equality() else ">=", e, Const(0)), used
+
+
+def _conjunction(conds: list[Expr]) -> Expr | None:
+    out = conds[0] if conds else None
+    for c in conds[1:]:
+        out = Binary("and", out, c)  # type: ignore[arg-type]
+    return out
+
+
+def find_domain_contraction(n: For, program: Program, typer: Typer) -> Contraction | None:
+    """The contraction computed by the whole nest ``n``, from its statement's iteration domain rather than
+    from its loops, or ``None``.
+
+    ``n`` must be a nest of its own (no enclosing loop) whose instances are all those of one statement of
+    contraction form, whose iterators are its rows ``a``, its columns ``b``, summed iterators ``k`` and
+    iterators ``batch`` that are the target's other subscripts, plainly.  The domain must be one
+    convex set without existential variables whose constraints on ``a`` involve no other iterator, and
+    every ``(batch, a, b)`` of its bounding box that satisfies the constraints on ``batch`` alone must
+    be an instance for some ``k``.  The other constraints (a convolution's padding: ``0 <= oh + kh - 1
+    < H``) become the panels' guard; the zeros they leave in the panels are summed too, which needs
+    ``L`` finite and in bounds on the whole box (checked at run time and here)."""
+    runs = [r for r in walk(n) if isinstance(r, Run)]
+    if not runs or len({r.statement for r in runs}) != 1:
+        return None
+    st = program.statement(runs[0].statement)
+    typed = _typed_form(st, typer)
+    if typed is None:
+        return None
+    form, d = typed
+    target = st.target
+    batch = tuple(it for it in st.iterators if it not in form.summed and it not in (form.a, form.b))
+    plain = {s.name for s in target.index if isinstance(s, Var) and s.kind == "iter"}
+    if not set(batch) <= plain:
+        return None  # an iterator outside the target's plain subscripts and the sum
+    k = tuple(it for it in st.iterators if it in form.summed)
+    dom = st.domain.coalesce()
+    if dom.n_basic_set() != 1:
+        return None
+    bset = dom.get_basic_sets()[0]
+    if bset.dim(isl.dim_type.div):
+        return None
+    params = set(program.params)
+    rows, kept, on_batch = [], [], []
+    for c in bset.get_constraints():
+        cond, used = _constraint(c, params)
+        if form.a in used:
+            if used != {form.a}:
+                return None  # rows that depend on another iterator: not a box of rows
+            rows.append(cond)
+        elif used <= set(batch):
+            on_batch.append(cond)
+        else:
+            kept.append((cond, c))
+    # the box: the bounds of each iterator alone (a convolution's 0 <= kh < 3, not the 0 <= oh + kh - 1
+    # that would make it piecewise in the image's height)
+    alone = isl.BasicSet.universe(bset.get_space())
+    for c in bset.get_constraints():
+        if len(_constraint(c, params)[1]) <= 1:
+            alone = alone.add_constraint(c)
+    alone_set = alone.to_set().intersect_params(program.context)
+    build = isl.AstBuild.from_context(program.context)
+    bounds: dict[str, tuple[Expr, Expr]] = {}
+    for pos, it in enumerate(st.iterators):
+        src = alone_set if alone_set.dim_is_bounded(isl.dim_type.set, pos) else dom
+        lo, hi = src.dim_min(pos), src.dim_max(pos)
+        if lo.n_piece() != 1 or hi.n_piece() != 1:
+            return None
+        bounds[it] = (isl_expr(build.expr_from_pw_aff(lo), program.params),
+                      Binary("+", isl_expr(build.expr_from_pw_aff(hi), program.params), Const(1)))
+    what = f"{st.name}: contraction box"
+    box = [condition_to_isl(c, what=what) for c in rows + on_batch]
+    box += [f"{to_isl(bounds[it][0], what=what, allow_minmax=True)} <= {it} < "
+            f"{to_isl(bounds[it][1], what=what, allow_minmax=True)}" for it in (form.b, *k)]
+    space = f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}]"
+    full = isl.Set(f"{space} : {' and '.join(box)} }}").intersect_params(program.context)
+    dom = dom.intersect_params(program.context)
+
+    def project(s: isl.Set) -> isl.Set:
+        for it in reversed(k):
+            s = s.project_out(isl.dim_type.set, st.iterators.index(it), 1)
+        return s
+    if not project(full).is_subset(project(dom)):
+        return None  # some target element of the box is never written
+    padded = not full.is_subset(dom)
+    # the guard: the constraints that the box does not imply already
+    guard = [cond for cond, c in kept
+             if not full.is_subset(isl.BasicSet.universe(c.get_space()).add_constraint(c).to_set())]
+    if padded:
+        if var_names(form.left, "iter") & set(batch):
+            return None  # the finiteness check scans L over rows and sums only
+        for acc in accesses(form.left):
+            idx = ", ".join(to_isl(e, what=what) for e in acc.index)
+            m = isl.Map(f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}] -> "
+                        f"{acc.array}[{idx}] }}").intersect_domain(full)
+            if not m.range().is_subset(program.array(acc.array).extent_isl(program.params)):
+                return None  # L would be read outside its array
+    return Contraction(st, form.a, form.b, k, batch, bounds, {}, _conjunction(guard) if padded else None,
+                       _conjunction(on_batch), padded, form.left, form.right, form.op, d, form.row_subscript)
 
 
 def describe(c: Contraction) -> str:
     """One line for a kernel's decisions."""
     b = blocking(c.dtype)
-    it = c.iterators
-    return (f"contraction {c.statement.name} (rows {it['a']}, columns {it['b']}, sum over {it['k']}, "
+    batch = f", looping over {', '.join(c.batch)}" if c.batch else ""
+    pad = ", zero-padded panels" if c.padded else ""
+    return (f"contraction {c.statement.name} (rows {c.a}, columns {c.b}, sum over {', '.join(c.k)}{batch}, "
             f"{c.dtype.name}): packed {b.kc} x {b.nc} and {b.mr} x {b.kc} panels, {b.mr} x {b.nr} register-"
-            f"blocked micro-kernel")
+            f"blocked micro-kernel{pad}")
 
 
 # -- C -------------------------------------------------------------------------------------------------
@@ -203,80 +358,143 @@ static void pt__uedge_{name}(int64_t kc, const {t} *restrict ap, const {t} *rest
 
 
 def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Callable[[Access], str],
-                      bind: Callable[[dict[str, str], Expr], list[str]], assign: Callable[[dict[str, str]], list[str]],
-                      ldc: str, threads: bool) -> list[str]:
+                      bind: Callable[[dict[str, str], tuple[Expr, ...]], list[str]],
+                      assign: Callable[[dict[str, str]], list[str]], ldc: str, threads: bool) -> list[str]:
     """C statements computing the nest ``c`` (indented by two spaces per level from 0).
 
     ``value(e)`` prints a factor converted to the nest's type, ``ref(a)`` an array element, ``bind(env,
-    e)`` the declarations of the statement iterators that ``e`` uses (``env`` gives the C value of the
-    nest's iterators; the others keep their scheduled values), ``assign(env)`` the statement itself;
-    ``ldc`` is the distance between two rows of the target.  With ``threads``, the calling thread of an
-    OpenMP team computes its share of the rows."""
+    exprs)`` the declarations of the statement iterators that ``exprs`` use (``env`` gives the C value of
+    the nest's iterators; the others are :attr:`Contraction.fixed`), ``assign(env)`` the statement
+    itself; ``ldc`` is the distance between two rows of the target.  With ``threads``, the calling
+    thread of an OpenMP team computes its share: of the batch points when there are at least as many as
+    threads, else of the rows."""
     b = blocking(c.dtype)
     t = c.dtype.c_type
-    it = c.iterators
     kern = f"{c.dtype.name}{'add' if c.op == '+' else 'sub'}"
-    lo = {r: index_expr(c.loops[r].lower).text for r in "akb"}
-    hi = {r: index_expr(loop_upper(c.loops[r])).text for r in "akb"}  # type: ignore[arg-type]
     st = c.statement
-    lines = [f"{{ {comment(f'{st.name}: {st.text()}: packed contraction, {b.mr} x {b.nr} register blocks')}"]
+    lines: list[str] = []
 
-    def block(depth: int, env: dict[str, str], e: Expr, body: list[str]) -> None:
-        binds = bind(env, e)
+    def out(depth: int, *text: str) -> None:
+        lines.extend("  " * depth + x for x in text)
+
+    def scoped(depth: int, env: dict[str, str], exprs: tuple[Expr, ...], body: list[str]) -> None:
+        """``body`` in a block declaring the statement iterators that ``exprs`` use."""
+        binds = bind(env, exprs)
         if binds:
-            lines.append("  " * depth + "{")
-            lines.extend("  " * (depth + 1) + x for x in binds + body)
-            lines.append("  " * depth + "}")
+            out(depth, "{")
+            out(depth + 1, *binds, *body)
+            out(depth, "}")
         else:
-            lines.extend("  " * depth + x for x in body)
+            out(depth, *body)
 
-    lines += [f"  const int64_t pt__a0 = {lo['a']}, pt__a1 = {hi['a']};",
-              f"  const int64_t pt__k0 = {lo['k']}, pt__k1 = {hi['k']};",
-              f"  const int64_t pt__b0 = {lo['b']}, pt__b1 = {hi['b']};",
-              ("  const int64_t pt__nt = omp_get_num_threads(), pt__me = omp_get_thread_num();" if threads
-               else "  const int64_t pt__nt = 1, pt__me = 0;"),
-              f"  const int64_t pt__blocks = pt__a1 > pt__a0 ? (pt__a1 - pt__a0 + {b.mr - 1}) / {b.mr} : 0;",
-              f"  const int64_t pt__lo = pt__a0 + pt__blocks * pt__me / pt__nt * {b.mr};",
-              f"  const int64_t pt__hi = pt__min_int64_t(pt__a1, pt__a0 + pt__blocks * (pt__me + 1) / pt__nt * {b.mr});",
-              "  if (pt__lo < pt__hi && pt__k0 < pt__k1 && pt__b0 < pt__b1) {",
-              "#ifndef PT_NO_PANELS  /* a test hook: -DPT_NO_PANELS runs the fallback below */",
-              f"    {t} *pt__bp = aligned_alloc(64, sizeof({t}) * {b.kc * b.nc});",
-              f"    {t} *pt__ap = aligned_alloc(64, sizeof({t}) * {b.kc * b.mr});",
-              "#else",
-              f"    {t} *pt__bp = NULL, *pt__ap = NULL;",
-              "#endif",
-              "    if (pt__ap && pt__bp) {",
-              f"      for (int64_t pt__jc = pt__b0; pt__jc < pt__b1; pt__jc += {b.nc}) {{",
-              f"        const int64_t pt__nc = pt__min_int64_t({b.nc}, pt__b1 - pt__jc);",
-              f"        for (int64_t pt__pc = pt__k0; pt__pc < pt__k1; pt__pc += {b.kc}) {{",
-              f"          const int64_t pt__kc = pt__min_int64_t({b.kc}, pt__k1 - pt__pc);",
-              f"          for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
-              "            for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++)",
-              f"              for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)"]
-    block(8, {it["k"]: "pt__pc + pt__kk", it["b"]: "pt__jc + pt__jr + pt__q"}, c.right,
-          [f"pt__bp[pt__jr * pt__kc + pt__kk * {b.nr} + pt__q] = pt__jr + pt__q < pt__nc ? {value(c.right)} : 0;"])
-    lines += [f"          for (int64_t pt__ic = pt__lo; pt__ic < pt__hi; pt__ic += {b.mr}) {{",
-              f"            const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);",
-              "            for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++)",
-              f"              for (int64_t pt__r = 0; pt__r < {b.mr}; pt__r++)"]
-    block(8, {it["a"]: "pt__ic + pt__r", it["k"]: "pt__pc + pt__kk"}, c.left,
-          [f"pt__ap[pt__kk * {b.mr} + pt__r] = pt__r < pt__mr ? {value(c.left)} : 0;"])
-    lines += [f"            for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr}) {{",
-              f"              const int64_t pt__nr = pt__min_int64_t({b.nr}, pt__nc - pt__jr);"]
-    block(7, {it["a"]: "pt__ic", it["b"]: "pt__jc + pt__jr"}, st.target,
-          [f"{t} *pt__c = &{ref(st.target)};",
-           f"if (pt__mr == {b.mr} && pt__nr == {b.nr}) "
-           f"pt__ukernel_{kern}(pt__kc, pt__ap, pt__bp + pt__jr * pt__kc, pt__c, {ldc});",
-           f"else pt__uedge_{kern}(pt__kc, pt__ap, pt__bp + pt__jr * pt__kc, pt__c, {ldc}, pt__mr, pt__nr);"])
-    lines += ["            }", "          }", "        }", "      }",
-              "    } else {  /* no memory for the panels: the same sums in the scheduled order, on these rows */",
-              "      for (int64_t pt__fa = pt__lo; pt__fa < pt__hi; pt__fa++)",
-              "        for (int64_t pt__fk = pt__k0; pt__fk < pt__k1; pt__fk++)",
-              "          for (int64_t pt__fb = pt__b0; pt__fb < pt__b1; pt__fb++) {"]
-    lines += ["            " + x for x in assign({it["a"]: "pt__fa", it["k"]: "pt__fk", it["b"]: "pt__fb"})]
-    lines += ["          }", "    }", "    free(pt__ap);", "    free(pt__bp);", "  }", "}"]
+    def bound(it: str, i: int) -> str:
+        return index_expr(c.bounds[it][i]).text
+
+    def extents(names: tuple[str, ...], prefix: str) -> None:
+        """Origins ``<prefix>o<j>``, extents ``<prefix>n<j>`` and strides ``<prefix>s<j>`` of a box
+        enumerated with its last iterator fastest, and the number of its points, ``<prefix>n``."""
+        for j, it in enumerate(names):
+            out(1, f"const int64_t {prefix}o{j} = {bound(it, 0)}, "
+                   f"{prefix}n{j} = pt__max_int64_t(0, {bound(it, 1)} - {prefix}o{j});")
+        for j in reversed(range(len(names))):
+            out(1, f"const int64_t {prefix}s{j} = "
+                   + (f"{prefix}s{j + 1} * {prefix}n{j + 1};" if j < len(names) - 1 else "1;"))
+        out(1, f"const int64_t {prefix}n = " + (f"{prefix}s0 * {prefix}n0;" if names else "1;"))
+
+    def unflatten(depth: int, names: tuple[str, ...], prefix: str, flat: str) -> None:
+        """``<prefix><j>``: the point of number ``flat`` of the box of :func:`extents`."""
+        flat = f"({flat})" if " " in flat else flat
+        for j in range(len(names)):
+            q = f"{flat} / {prefix}s{j}" if j < len(names) - 1 else flat
+            out(depth, f"const int64_t {prefix}{j} = {prefix}o{j} + " + (f"{q} % {prefix}n{j};" if j else f"{q};"))
+
+    kenv = {it: f"pt__k{j}" for j, it in enumerate(c.k)}
+    zenv = {it: f"pt__z{j}" for j, it in enumerate(c.batch)}
+    guard = () if c.guard is None else (c.guard,)
+    out(0, f"{{ {comment(f'{st.name}: {st.text()}: packed contraction, {b.mr} x {b.nr} register blocks')}")
+    out(1, f"const int64_t pt__a0 = {bound(c.a, 0)}, pt__a1 = {bound(c.a, 1)};",
+        f"const int64_t pt__b0 = {bound(c.b, 0)}, pt__b1 = {bound(c.b, 1)};")
+    extents(c.k, "pt__k")
+    extents(c.batch, "pt__z")
+    out(1, ("const int64_t pt__nt = omp_get_num_threads(), pt__me = omp_get_thread_num();" if threads
+            else "const int64_t pt__nt = 1, pt__me = 0;"),
+        "const int pt__by_batch = pt__zn >= pt__nt;  /* threads share the batch points, else the rows */",
+        f"const int64_t pt__blocks = pt__a1 > pt__a0 ? (pt__a1 - pt__a0 + {b.mr - 1}) / {b.mr} : 0;",
+        f"const int64_t pt__lo = pt__by_batch ? pt__a0 : pt__a0 + pt__blocks * pt__me / pt__nt * {b.mr};",
+        "const int64_t pt__hi = pt__by_batch ? pt__a1 : "
+        f"pt__min_int64_t(pt__a1, pt__a0 + pt__blocks * (pt__me + 1) / pt__nt * {b.mr});",
+        "const int64_t pt__zlo = pt__by_batch ? pt__zn * pt__me / pt__nt : 0;",
+        "const int64_t pt__zhi = pt__by_batch ? pt__zn * (pt__me + 1) / pt__nt : pt__zn;",
+        "if (pt__lo < pt__hi && pt__kn > 0 && pt__b0 < pt__b1 && pt__zlo < pt__zhi) {")
+    out(0, "#ifndef PT_NO_PANELS  /* a test hook: -DPT_NO_PANELS runs the fallback below */")
+    out(2, f"{t} *pt__bp = aligned_alloc(64, sizeof({t}) * {b.kc * b.nc});",
+        f"{t} *pt__ap = aligned_alloc(64, sizeof({t}) * {b.kc * b.mr});")
+    out(0, "#else")
+    out(2, f"{t} *pt__bp = NULL, *pt__ap = NULL;")
+    out(0, "#endif")
+    out(2, "int pt__exact = 1;")
+    if c.padded:
+        out(2, "/* the zeros of the padded panels are summed too: exact while every value of L is finite */",
+            "for (int64_t pt__fa = pt__a0; pt__fa < pt__a1; pt__fa++)",
+            "  for (int64_t pt__kf = 0; pt__kf < pt__kn; pt__kf++) {")
+        unflatten(4, c.k, "pt__k", "pt__kf")
+        scoped(4, {c.a: "pt__fa", **kenv}, (c.left,), [f"pt__exact &= isfinite({value(c.left)});"])
+        out(3, "}")
+    out(2, "for (int64_t pt__z = pt__zlo; pt__z < pt__zhi; pt__z++) {")
+    unflatten(3, c.batch, "pt__z", "pt__z")
+    if c.batch_guard is not None:
+        scoped(3, zenv, (c.batch_guard,), [f"if (!({index_expr(c.batch_guard).text})) continue;"])
+    out(3, "if (pt__ap && pt__bp && pt__exact) {",
+        f"  for (int64_t pt__jc = pt__b0; pt__jc < pt__b1; pt__jc += {b.nc}) {{",
+        f"    const int64_t pt__nc = pt__min_int64_t({b.nc}, pt__b1 - pt__jc);",
+        f"    for (int64_t pt__pc = 0; pt__pc < pt__kn; pt__pc += {b.kc}) {{",
+        f"      const int64_t pt__kc = pt__min_int64_t({b.kc}, pt__kn - pt__pc);",
+        "      for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++) {")
+    unflatten(7, c.k, "pt__k", "pt__pc + pt__kk")
+    out(7, f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
+        f"  for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)")
+    cond = " && ".join(["pt__jr + pt__q < pt__nc", *(index_expr(g).text for g in guard)])
+    scoped(9, {**zenv, **kenv, c.b: "pt__jc + pt__jr + pt__q"}, (c.right, *guard),
+           [f"pt__bp[pt__jr * pt__kc + pt__kk * {b.nr} + pt__q] = {cond} ? {value(c.right)} : 0;"])
+    out(6, "}",
+        f"for (int64_t pt__ic = pt__lo; pt__ic < pt__hi; pt__ic += {b.mr}) {{",
+        f"  const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);",
+        "  for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++) {")
+    unflatten(8, c.k, "pt__k", "pt__pc + pt__kk")
+    out(8, f"for (int64_t pt__r = 0; pt__r < {b.mr}; pt__r++)")
+    scoped(9, {**zenv, **kenv, c.a: "pt__ic + pt__r"}, (c.left,),
+           [f"pt__ap[pt__kk * {b.mr} + pt__r] = pt__r < pt__mr ? {value(c.left)} : 0;"])
+    out(7, "}",
+        f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr}) {{",
+        f"  const int64_t pt__nr = pt__min_int64_t({b.nr}, pt__nc - pt__jr);")
+    scoped(8, {**zenv, c.a: "pt__ic", c.b: "pt__jc + pt__jr"}, (st.target,),
+           [f"{t} *pt__c = &{ref(st.target)};",
+            f"if (pt__mr == {b.mr} && pt__nr == {b.nr}) "
+            f"pt__ukernel_{kern}(pt__kc, pt__ap, pt__bp + pt__jr * pt__kc, pt__c, {ldc});",
+            f"else pt__uedge_{kern}(pt__kc, pt__ap, pt__bp + pt__jr * pt__kc, pt__c, {ldc}, pt__mr, pt__nr);"])
+    out(7, "}")
+    out(6, "}")
+    out(5, "}")
+    out(4, "}")
+    out(3, "} else {  /* no memory for the panels, or a value of L that is not finite: the same sums, k in order */",
+        "  for (int64_t pt__fa = pt__lo; pt__fa < pt__hi; pt__fa++)",
+        "    for (int64_t pt__kf = 0; pt__kf < pt__kn; pt__kf++) {")
+    unflatten(6, c.k, "pt__k", "pt__kf")
+    out(6, "for (int64_t pt__fb = pt__b0; pt__fb < pt__b1; pt__fb++) {")
+    stmt = assign({**zenv, **kenv, c.a: "pt__fa", c.b: "pt__fb"})
+    if guard:
+        scoped(7, {**zenv, **kenv, c.b: "pt__fb"}, guard,
+               [f"if ({index_expr(guard[0]).text}) {{", *("  " + x for x in stmt), "}"])
+    else:
+        out(7, *stmt)
+    out(6, "}")
+    out(5, "}")
+    out(3, "}")
+    out(2, "}", "free(pt__ap);", "free(pt__bp);")
+    out(1, "}")
+    out(0, "}")
     return lines
 
 
-__all__ = ["Blocking", "Contraction", "blocking", "contraction_lines", "describe",
-           "find_contraction", "micro_kernel", "vector_bytes"]
+__all__ = ["Blocking", "Contraction", "blocking", "contraction_lines", "describe", "find_contraction",
+           "find_domain_contraction", "micro_kernel", "vector_bytes"]

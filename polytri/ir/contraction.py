@@ -2,13 +2,17 @@
 
 A statement is in contraction form when it reads
 
-    T[..., a, b] = T[..., a, b] + L * R        (or ``-``; or ``L * R + T[...]``)
+    T[..., a, ..., b] = T[..., a, ..., b] + L * R        (or ``-``; or ``L * R + T[...]``)
 
-where ``a`` and ``b`` are distinct iterators and the last two subscripts of the target, no other
-subscript of the target uses them, another iterator (the summed ``k``) appears in ``L * R``, ``L`` does not use ``b``
-and ``R`` does not use ``a``, and neither reads ``T``'s array.  The C generator computes such a nest with
-packed panels and a micro-kernel (:mod:`polytri.cpu_codegen.contraction`, which adds its conditions on
-loops and types); the scheduler keeps these statements in nests of their own (fusion policy ``outer``).
+where the target's last subscript is an iterator ``b`` (the columns), another of its subscripts is an
+iterator ``a`` (the rows: the last such subscript that ``R`` does not use), no other subscript of the
+target uses ``a`` or ``b``, at least one more iterator (summed over) appears in ``L * R``, ``L`` does not
+use ``b``, ``R`` does not use ``a``, and neither reads ``T``'s array.  A gemm has ``a`` just before
+``b``; a convolution ``O[n, co, oh, ow] += W[co, ci, kh, kw] * X[n, ci, oh + kh, ow + kw]`` has rows
+``co``, columns ``ow`` and sums over ``ci, kh, kw``.  The C generator computes such a nest with packed
+panels and a micro-kernel (:mod:`polytri.cpu_codegen.contraction`, which adds its conditions on loops,
+domains and types); the scheduler keeps these statements in nests of their own (fusion policy
+``outer``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ class ContractionForm:
     """The roles in a statement of contraction form."""
 
     a: str
-    """Iterator of the target's second-to-last subscript (rows of ``L``)."""
+    """Iterator of the rows: a subscript of the target that ``R`` does not use."""
     summed: frozenset[str]
     """Iterators of ``L * R`` other than ``a``, ``b`` and those of the target's other subscripts (the sum
     runs over one of them; the others are fixed by enclosing loops)."""
@@ -34,6 +38,8 @@ class ContractionForm:
     right: Expr
     op: str
     """``+`` or ``-``."""
+    row_subscript: int
+    """Position of ``a``'s subscript in the target."""
 
 
 def contraction_form(st: Statement) -> ContractionForm | None:
@@ -41,13 +47,13 @@ def contraction_form(st: Statement) -> ContractionForm | None:
     target = st.target
     if not isinstance(target, Access) or len(target.index) < 2:
         return None
-    sub_a, sub_b = target.index[-2], target.index[-1]
     its = set(st.iterators)
-    if not (isinstance(sub_a, Var) and isinstance(sub_b, Var) and sub_a.kind == sub_b.kind == "iter"
-            and sub_a.name in its and sub_b.name in its and sub_a.name != sub_b.name):
-        return None
-    it_a, it_b = sub_a.name, sub_b.name
-    if any(var_names(s, "iter") & {it_a, it_b} for s in target.index[:-2]):
+
+    def plain(e: Expr) -> str | None:
+        return e.name if isinstance(e, Var) and e.kind == "iter" and e.name in its else None
+
+    it_b = plain(target.index[-1])
+    if it_b is None:
         return None
     value = st.value
     if isinstance(value, Binary) and value.op in ("+", "-") and value.lhs == target:
@@ -58,13 +64,23 @@ def contraction_form(st: Statement) -> ContractionForm | None:
         return None
     if not (isinstance(term, Binary) and term.op == "*"):
         return None
-    left, right = term.lhs, term.rhs
-    if it_b in var_names(left, "iter") or it_a in var_names(right, "iter"):
-        left, right = right, left
-    if it_b in var_names(left, "iter") or it_a in var_names(right, "iter"):
+    for left, right in ((term.lhs, term.rhs), (term.rhs, term.lhs)):
+        if it_b in var_names(left, "iter"):
+            continue
+        uses_r = var_names(right, "iter")
+        rows = [p for p in range(len(target.index) - 1)
+                if plain(target.index[p]) not in (None, it_b) and plain(target.index[p]) not in uses_r]
+        if rows:
+            break
+    else:
         return None
-    batch = set().union(*(var_names(s, "iter") for s in target.index[:-2]))
+    it_a = plain(target.index[rows[-1]])
+    assert it_a is not None
+    others = [s for p, s in enumerate(target.index[:-1]) if p != rows[-1]]
+    if any(var_names(s, "iter") & {it_a, it_b} for s in others):
+        return None
+    batch = set().union(*(var_names(s, "iter") for s in others))
     summed = frozenset(var_names(term, "iter") - {it_a, it_b} - batch)
     if not summed or any(acc.array == target.array for acc in accesses(term)):
         return None
-    return ContractionForm(it_a, summed, it_b, left, right, op)
+    return ContractionForm(it_a, summed, it_b, left, right, op, rows[-1])
