@@ -1,23 +1,24 @@
 """Gemm-like contractions on the CPU: packed panels and a register-blocked micro-kernel, as generated C.
 
-A *contraction nest* is three perfectly nested loops, in any order, with rectangular bounds (no bound
-uses another of the three counters), around one statement of contraction form
-(:mod:`polytri.ir.contraction`)
+A *contraction nest* computes a statement of contraction form (:mod:`polytri.ir.contraction`)
 
-    T[..., a, b] = T[..., a, b] + L * R        (or ``-``; or ``L * R + T[...]``)
+    T[..., a, ..., b] = T[..., a, ..., b] + L * R        (or ``-``; or ``L * R + T[...]``)
 
-where ``a`` and ``b`` are exactly the counters of two of the loops, the third counter ``k`` is summed
-over, and the target, ``L``, ``R`` and the sum all have one type, float32 or float64.  The only dependences among its instances are then those of the sum over ``k`` for
-each ``(a, b)``, so any order that keeps every sum's ``k`` ascending computes the same values bit for
-bit (``-ffp-contract=off``: no fused multiply-add here or in the loops it replaces).
+where the target, ``L``, ``R`` and the sum all have one type, float32 or float64.  It is found in two
+ways: three perfectly nested loops with rectangular bounds, one per role (:func:`find_contraction`), or a
+whole nest of its own computing every instance of the statement, read from its iteration domain
+(:func:`find_domain_contraction`: several summed iterators, batch loops, padding as a guard).  The only
+dependences among its instances are those of the sum over ``k`` for each target element, so any order
+that keeps every sum's ``k`` ascending (lexicographically) computes the same values bit for bit
+(``-ffp-contract=off``: no fused multiply-add here or in the loops it replaces).
 
 The nest is computed the way BLIS computes a gemm: blocks of ``KC`` values of ``k`` by ``NC`` columns of
 ``R`` are packed into a contiguous buffer, ``MR`` rows of ``L`` into another, and a micro-kernel keeps an
 ``MR x NR`` block of the target in registers while it runs over the ``KC`` values of ``k``.  Packing
 makes every access of the micro-kernel contiguous whatever the layout of ``L`` and ``R`` (a transposed
-operand, an expression such as ``alpha * A[i, k]``); ragged edges are zero-padded in the panels and
-computed through a small tile, so only valid elements of the target are read or written.  Threads
-share the rows ``a``; each packs its own panels.
+operand, an expression such as ``alpha * A[i, k]``, a convolution's shifted image); ragged edges are
+zero-padded in the panels and computed through a small tile, so only valid elements of the target are
+read or written.  Threads share the batch points or the rows; each packs its own panels.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ class Blocking:
     """Values of ``k`` per packed block (a ``KC x NR`` panel of ``R`` stays in L1)."""
     nc: int
     """Columns per packed block of ``R`` (``KC x NC`` elements: half of a 1 MiB L2)."""
+
+
+#: Largest packed copy of a whole ``L`` that a nest with batch loops keeps (half of the 1 MiB L2).
+WHOLE_L_BYTES = 512 << 10
 
 
 def blocking(d: DType) -> Blocking:
@@ -433,6 +438,26 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
     out(2, f"{t} *pt__bp = NULL, *pt__ap = NULL;")
     out(0, "#endif")
     out(2, "int pt__exact = 1;")
+    once = bool(c.batch) and not var_names(c.left, "iter") & set(c.batch)
+    if once:
+        # L does not change with the batch point: its panels are packed once, for all rows, when they
+        # fit in the L2 cache (a convolution's weights), instead of once per batch point
+        out(2, f"const int64_t pt__wn = (pt__hi - pt__lo + {b.mr - 1}) / {b.mr} * {b.mr} * pt__kn;",
+            f"{t} *pt__aw = pt__ap && pt__wn <= {WHOLE_L_BYTES // c.dtype.itemsize} ? "
+            f"aligned_alloc(64, (sizeof({t}) * pt__wn + 63) / 64 * 64) : NULL;",
+            "if (pt__aw)",
+            f"  for (int64_t pt__ic = pt__lo; pt__ic < pt__hi; pt__ic += {b.mr}) {{",
+            f"    const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);",
+            "    for (int64_t pt__kf = 0; pt__kf < pt__kn; pt__kf++) {")
+        unflatten(5, c.k, "pt__k", "pt__kf")
+        out(5, f"for (int64_t pt__r = 0; pt__r < {b.mr}; pt__r++)")
+        scoped(6, {**kenv, c.a: "pt__ic + pt__r"}, (c.left,),
+               [f"pt__aw[((pt__ic - pt__lo) / {b.mr} * pt__kn + pt__kf) * {b.mr} + pt__r] = "
+                f"pt__r < pt__mr ? {value(c.left)} : 0;"])
+        out(4, "}")
+        out(3, "}")
+    else:
+        out(2, f"{t} *pt__aw = NULL;")
     if c.padded:
         out(2, "/* the zeros of the padded panels are summed too: exact while every value of L is finite */",
             "for (int64_t pt__fa = pt__a0; pt__fa < pt__a1; pt__fa++)",
@@ -459,19 +484,22 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
     out(6, "}",
         f"for (int64_t pt__ic = pt__lo; pt__ic < pt__hi; pt__ic += {b.mr}) {{",
         f"  const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);",
-        "  for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++) {")
-    unflatten(8, c.k, "pt__k", "pt__pc + pt__kk")
-    out(8, f"for (int64_t pt__r = 0; pt__r < {b.mr}; pt__r++)")
-    scoped(9, {**zenv, **kenv, c.a: "pt__ic + pt__r"}, (c.left,),
+        f"  const {t} *pt__apk = pt__aw ? pt__aw + ((pt__ic - pt__lo) / {b.mr} * pt__kn + pt__pc) * {b.mr} : pt__ap;",
+        "  if (!pt__aw)",
+        "    for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++) {")
+    unflatten(9, c.k, "pt__k", "pt__pc + pt__kk")
+    out(9, f"for (int64_t pt__r = 0; pt__r < {b.mr}; pt__r++)")
+    scoped(10, {**zenv, **kenv, c.a: "pt__ic + pt__r"}, (c.left,),
            [f"pt__ap[pt__kk * {b.mr} + pt__r] = pt__r < pt__mr ? {value(c.left)} : 0;"])
-    out(7, "}",
+    out(8, "}")
+    out(7,
         f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr}) {{",
         f"  const int64_t pt__nr = pt__min_int64_t({b.nr}, pt__nc - pt__jr);")
     scoped(8, {**zenv, c.a: "pt__ic", c.b: "pt__jc + pt__jr"}, (st.target,),
            [f"{t} *pt__c = &{ref(st.target)};",
             f"if (pt__mr == {b.mr} && pt__nr == {b.nr}) "
-            f"pt__ukernel_{kern}(pt__kc, pt__ap, pt__bp + pt__jr * pt__kc, pt__c, {ldc});",
-            f"else pt__uedge_{kern}(pt__kc, pt__ap, pt__bp + pt__jr * pt__kc, pt__c, {ldc}, pt__mr, pt__nr);"])
+            f"pt__ukernel_{kern}(pt__kc, pt__apk, pt__bp + pt__jr * pt__kc, pt__c, {ldc});",
+            f"else pt__uedge_{kern}(pt__kc, pt__apk, pt__bp + pt__jr * pt__kc, pt__c, {ldc}, pt__mr, pt__nr);"])
     out(7, "}")
     out(6, "}")
     out(5, "}")
@@ -490,7 +518,7 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
     out(6, "}")
     out(5, "}")
     out(3, "}")
-    out(2, "}", "free(pt__ap);", "free(pt__bp);")
+    out(2, "}", "free(pt__aw);", "free(pt__ap);", "free(pt__bp);")
     out(1, "}")
     out(0, "}")
     return lines
