@@ -326,16 +326,52 @@ def describe(c: Contraction) -> str:
 # -- C -------------------------------------------------------------------------------------------------
 def micro_kernel(d: DType, op: str, simd: bool) -> str:
     """The register-blocked micro-kernel and its edge variant for type ``d`` and sum operator ``op``, as
-    static C functions named ``pt__ukernel_<type><add|sub>`` and ``pt__uedge_<type><add|sub>``."""
+    static C functions named ``pt__ukernel_<type><add|sub>`` and ``pt__uedge_<type><add|sub>``.
+
+    With ``simd`` the block is written with GCC's vector types, one vector per ``lanes`` columns, and each
+    row of the right panel is loaded into registers once per ``k``: left to itself, gcc folds the loads
+    into the multiplications and loads every vector ``MR`` times (20 loads per 16 products on AVX-512;
+    the empty ``asm`` pins the loaded vectors in registers).  Measured here against ``torch.mm`` in one
+    process (3 interleaved rounds of 15 calls each, medians, two runs): float32 gemm 256x1024x512 went from
+    0.77x torch's speed to 0.78-0.85x, 256x512x1024 from 0.77x to 0.85-0.91x, 1024³ from 0.70x to
+    0.88-0.98x; 6 rows instead of 4 measured no better.  Each lane still rounds the product and then the
+    sum, as the scalar loop does."""
     b = blocking(d)
     t = d.c_type
     name = f"{d.name}{'add' if op == '+' else 'sub'}"
-    vec = "    #pragma omp simd\n" if simd else ""
-    return f"""\
+    lanes = vector_bytes() // d.itemsize
+    nv = b.nr // lanes
+    head = f"""\
 /* C[r][q] {op}= sum over k of ap[k][r] * bp[k][q]: an {b.mr} x {b.nr} block held in registers while k runs;
    ap is a packed {b.mr}-row panel of the left factor, bp a packed {b.nr}-column panel of the right one. */
 static void pt__ukernel_{name}(int64_t kc, const {t} *restrict ap, const {t} *restrict bp, {t} *restrict c,
                                int64_t ldc) {{
+"""
+    if simd:
+        vt = f"pt__v{d.name}"
+        pin = "#if defined(__x86_64__)\n      __asm__(\"\" : \"+v\"(bv[v]));\n#endif\n"
+        body = f"""\
+  typedef {t} {vt} __attribute__((vector_size({vector_bytes()})));
+  {vt} acc[{b.mr}][{nv}];
+  for (int r = 0; r < {b.mr}; r++)
+    for (int v = 0; v < {nv}; v++) __builtin_memcpy(&acc[r][v], c + r * ldc + v * {lanes}, sizeof({vt}));
+  for (int64_t k = 0; k < kc; k++) {{
+    {vt} bv[{nv}];
+    for (int v = 0; v < {nv}; v++) {{
+      __builtin_memcpy(&bv[v], bp + k * {b.nr} + v * {lanes}, sizeof({vt}));
+{pin}    }}
+    #pragma GCC unroll {b.mr}
+    for (int r = 0; r < {b.mr}; r++) {{
+      const {t} av = ap[k * {b.mr} + r];
+      for (int v = 0; v < {nv}; v++) acc[r][v] = acc[r][v] {op} av * bv[v];
+    }}
+  }}
+  for (int r = 0; r < {b.mr}; r++)
+    for (int v = 0; v < {nv}; v++) __builtin_memcpy(c + r * ldc + v * {lanes}, &acc[r][v], sizeof({vt}));
+}}
+"""
+    else:
+        body = f"""\
   {t} acc[{b.mr}][{b.nr}];
   for (int r = 0; r < {b.mr}; r++)
     for (int q = 0; q < {b.nr}; q++) acc[r][q] = c[r * ldc + q];
@@ -343,12 +379,14 @@ static void pt__ukernel_{name}(int64_t kc, const {t} *restrict ap, const {t} *re
     #pragma GCC unroll {b.mr}
     for (int r = 0; r < {b.mr}; r++) {{
       const {t} av = ap[k * {b.mr} + r];
-{vec}    for (int q = 0; q < {b.nr}; q++) acc[r][q] = acc[r][q] {op} av * bp[k * {b.nr} + q];
+      for (int q = 0; q < {b.nr}; q++) acc[r][q] = acc[r][q] {op} av * bp[k * {b.nr} + q];
     }}
   }}
   for (int r = 0; r < {b.mr}; r++)
     for (int q = 0; q < {b.nr}; q++) c[r * ldc + q] = acc[r][q];
 }}
+"""
+    return head + body + f"""\
 /* The same on the valid mr x nr corner of a block at the target's ragged edge. */
 static void pt__uedge_{name}(int64_t kc, const {t} *restrict ap, const {t} *restrict bp, {t} *restrict c,
                              int64_t ldc, int64_t mr, int64_t nr) {{
