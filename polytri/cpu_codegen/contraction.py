@@ -400,6 +400,12 @@ static void pt__uedge_{name}(int64_t kc, const {t} *restrict ap, const {t} *rest
 """
 
 
+def _stored_along(e: Expr, k: str, b: str) -> bool:
+    """Whether ``e`` is one array element whose last subscript moves with ``k`` and not with ``b``."""
+    return (isinstance(e, Access) and bool(e.index) and k in var_names(e.index[-1], "iter")
+            and b not in var_names(e.index[-1], "iter"))
+
+
 def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Callable[[Access], str],
                       bind: Callable[[dict[str, str], tuple[Expr, ...]], list[str]],
                       assign: Callable[[dict[str, str]], list[str]], ldc: str, threads: bool) -> list[str]:
@@ -511,15 +517,26 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
         f"  for (int64_t pt__jc = pt__b0; pt__jc < pt__b1; pt__jc += {b.nc}) {{",
         f"    const int64_t pt__nc = pt__min_int64_t({b.nc}, pt__b1 - pt__jc);",
         f"    for (int64_t pt__pc = 0; pt__pc < pt__kn; pt__pc += {b.kc}) {{",
-        f"      const int64_t pt__kc = pt__min_int64_t({b.kc}, pt__kn - pt__pc);",
-        "      for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++) {")
-    unflatten(7, c.k, "pt__k", "pt__pc + pt__kk")
-    out(7, f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
-        f"  for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)")
+        f"      const int64_t pt__kc = pt__min_int64_t({b.kc}, pt__kn - pt__pc);")
     cond = " && ".join(["pt__jr + pt__q < pt__nc", *(index_expr(g).text for g in guard)])
-    scoped(9, {**zenv, **kenv, c.b: "pt__jc + pt__jr + pt__q"}, (c.right, *guard),
-           [f"pt__bp[pt__jr * pt__kc + pt__kk * {b.nr} + pt__q] = {cond} ? {value(c.right)} : 0;"])
-    out(6, "}",
+    pack_r = [f"pt__bp[pt__jr * pt__kc + pt__kk * {b.nr} + pt__q] = {cond} ? {value(c.right)} : 0;"]
+    renv = {**zenv, **kenv, c.b: "pt__jc + pt__jr + pt__q"}
+    if _stored_along(c.right, c.k[-1], c.b) and len(c.k) == 1:
+        # R is stored along k (a transposed weight): read it that way, write the panel with a stride
+        out(6, f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
+            f"  for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)",
+            "    for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++) {")
+        unflatten(8, c.k, "pt__k", "pt__pc + pt__kk")
+        scoped(8, renv, (c.right, *guard), pack_r)
+        out(7, "}")
+    else:
+        out(6, "for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++) {")
+        unflatten(7, c.k, "pt__k", "pt__pc + pt__kk")
+        out(7, f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
+            f"  for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)")
+        scoped(9, renv, (c.right, *guard), pack_r)
+        out(6, "}")
+    out(6,
         f"for (int64_t pt__ic = pt__lo; pt__ic < pt__hi; pt__ic += {b.mr}) {{",
         f"  const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);",
         f"  const {t} *pt__apk = pt__aw ? pt__aw + ((pt__ic - pt__lo) / {b.mr} * pt__kn + pt__pc) * {b.mr} : pt__ap;",

@@ -28,14 +28,25 @@ def _rows_contiguous(v: Val) -> bool:
     return v.ops == 0 and (text.endswith(f", {probe[-1]}]") or text.endswith(f"[{probe[-1]}]"))
 
 
+def _packed_on_cpu(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, out: torch.dtype) -> bool:
+    """Whether the CPU generator will pack this product's panels, which read ``B`` in whatever layout it
+    has (a float32 or float64 product on the CPU, under the default fusion policy that gives it a nest of
+    its own)."""
+    return (ctx.options.target in (None, "cpu") and ctx.options.fuse in (None, "outer")
+            and node.meta["val"].device.type == "cpu" and a.dtype == b.dtype == out
+            and out in (torch.float32, torch.float64))
+
+
 def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val) -> Val:
     """``C[.., i, j] = sum_k A[.., i, k] * B[.., k, j]`` in the order (i, k, j): the innermost loop runs
-    along rows of B and C; a B that is not stored row by row (a transposed weight) is copied first."""
+    along rows of B and C; a B that is not stored row by row (a transposed weight) is copied first, except
+    where the CPU's packed panels read it in place (measured, MLP 256x512-1024-512: 5.5 -> 4.6 ms)."""
     shape, out = ctx.out(node)
     if not out.is_floating_point:
         raise LoweringError("integer matrix products run in eager")
     a = ctx.readable(a, node.name + "_a")
-    b = ctx.readable(b, node.name + "_b") if _rows_contiguous(b) else ctx.stored(b, node.name + "_b")
+    in_place = _rows_contiguous(b) or _packed_on_cpu(ctx, node, a, b, out)
+    b = ctx.readable(b, node.name + "_b") if in_place else ctx.stored(b, node.name + "_b")
     k = a.shape[-1]
     name = ctx.temp(node.name, shape, out)
     lead = len(shape) - 2
