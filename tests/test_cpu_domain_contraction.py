@@ -120,3 +120,17 @@ def test_columns_that_move_with_the_sum_are_guarded() -> None:
     with p.loop("i", 0, 6), p.loop("k", 0, 4), p.loop("j", "k", "k + 10"):
         p.assign("O[i, j] += A[i, k] * B[k, j]")
     _run(p, {}, {"threads": 2})
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_two_summed_iterators_and_a_left_factor_per_batch_point(threads: int) -> None:
+    """``L`` changes with the batch point ``n``: its panels are packed again for each one."""
+    p = pt.Program("bmm2", params=[])
+    p.array("O", (3, 5, 67), "float32")
+    p.array("A", (3, 5, 4, 3), "float32")
+    p.array("B", (3, 4, 3, 67), "float32")
+    with p.loop("n", 0, 3), p.loop("i", 0, 5), p.loop("k", 0, 4), p.loop("l", 0, 3), p.loop("j", 0, 67):
+        p.assign("O[n, i, j] += A[n, i, k, l] * B[n, k, l, j]")
+    k = _run(p, {}, {"threads": threads})
+    assert any("sum over k, l, looping over n" in d for d in k.decisions), k.decisions
+    assert "pt__aw[" not in k.source

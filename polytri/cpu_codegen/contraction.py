@@ -111,6 +111,9 @@ class Contraction:
     padded: bool
     """Some points of the box are not instances: the panels hold zeros there, whose products with ``L``
     are added too, which is exact only while ``L`` is finite (checked at run time)."""
+    pack_l_once: bool
+    """``L`` does not depend on the batch iterators and is in bounds on its whole box of rows and sums:
+    its panels may be packed once for every batch point."""
     left: Expr
     """The factor of ``(a, k)``, in the statement's iterators."""
     right: Expr
@@ -189,7 +192,7 @@ def find_contraction(n: For, program: Program, typer: Typer) -> Contraction | No
         return None
     by_var = {lp.var: lp for lp in loops}
     bounds = {it: (by_var[c].lower, loop_upper(by_var[c])) for it, c in names.items()}
-    return Contraction(st, form.a, form.b, (it_k,), (), bounds, fixed, None, None, False,  # type: ignore[arg-type]
+    return Contraction(st, form.a, form.b, (it_k,), (), bounds, fixed, None, None, False, False,  # type: ignore[arg-type]
                        form.left, form.right, form.op, d, form.row_subscript)
 
 
@@ -300,17 +303,22 @@ def find_domain_contraction(n: For, program: Program, typer: Typer) -> Contracti
     # the guard: the constraints that the box does not imply already
     guard = [cond for cond, c in kept
              if not full.is_subset(isl.BasicSet.universe(c.get_space()).add_constraint(c).to_set())]
-    if padded:
-        if var_names(form.left, "iter") & set(batch):
-            return None  # the finiteness check scans L over rows and sums only
-        for acc in accesses(form.left):
-            idx = ", ".join(to_isl(e, what=what) for e in acc.index)
-            m = isl.Map(f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}] -> "
-                        f"{acc.array}[{idx}] }}").intersect_domain(full)
-            if not m.range().is_subset(program.array(acc.array).extent_isl(program.params)):
-                return None  # L would be read outside its array
+    # L is read on its box of rows and sums, whatever the batch points: by the finiteness check and
+    # when its panels are packed once for all batch points
+    by_batch = bool(var_names(form.left, "iter") & set(batch))
+    lbox = [condition_to_isl(c, what=what) for c in rows]
+    lbox += [f"{to_isl(bounds[it][0], what=what, allow_minmax=True)} <= {it} < "
+             f"{to_isl(bounds[it][1], what=what, allow_minmax=True)}" for it in st.iterators if it != form.a]
+    lset = isl.Set(f"{space} : {' and '.join(lbox)} }}").intersect_params(program.context)
+    l_in_bounds = all(
+        isl.Map(f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}] -> {acc.array}["
+                f"{', '.join(to_isl(e, what=what) for e in acc.index)}] }}").intersect_domain(lset).range()
+        .is_subset(program.array(acc.array).extent_isl(program.params)) for acc in accesses(form.left))
+    if padded and (by_batch or not l_in_bounds):
+        return None  # the finiteness check scans L over its rows and sums only, which must be in bounds
     return Contraction(st, form.a, form.b, k, batch, bounds, {}, _conjunction(guard) if padded else None,
-                       _conjunction(on_batch), padded, form.left, form.right, form.op, d, form.row_subscript)
+                       _conjunction(on_batch), padded, bool(batch) and not by_batch and l_in_bounds,
+                       form.left, form.right, form.op, d, form.row_subscript)
 
 
 def describe(c: Contraction) -> str:
@@ -482,8 +490,7 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
     out(2, f"{t} *pt__bp = NULL, *pt__ap = NULL;")
     out(0, "#endif")
     out(2, "int pt__exact = 1;")
-    once = bool(c.batch) and not var_names(c.left, "iter") & set(c.batch)
-    if once:
+    if c.pack_l_once:
         # L does not change with the batch point: its panels are packed once, for all rows, when they
         # fit in the L2 cache (a convolution's weights), instead of once per batch point
         out(2, f"const int64_t pt__wn = (pt__hi - pt__lo + {b.mr - 1}) / {b.mr} * {b.mr} * pt__kn;",
