@@ -29,9 +29,9 @@ def _rows_contiguous(v: Val) -> bool:
 
 
 def _packed_on_cpu(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, out: torch.dtype) -> bool:
-    """Whether the CPU generator will pack this product's panels, which read ``B`` in whatever layout it
-    has (a float32 or float64 product on the CPU, under the default fusion policy that gives it a nest of
-    its own)."""
+    """Whether the CPU generator is expected to pack this product's panels, which read ``B`` in whatever
+    layout it has: a float32 or float64 product on the CPU under the default fusion policy, which gives it
+    a nest of its own.  Where it is not packed after all, ``B`` is read across rows: slower, still exact."""
     return (ctx.options.target in (None, "cpu") and ctx.options.fuse in (None, "outer")
             and node.meta["val"].device.type == "cpu" and a.dtype == b.dtype == out
             and out in (torch.float32, torch.float64))
