@@ -134,7 +134,7 @@ class _Printer:
         if found is None and not self.counters:
             runs = Counter(r.statement for r in walk(n) if isinstance(r, Run))
             if len(runs) == 1 and runs == Counter({s: self.runs[s] for s in runs}):
-                found = find_domain_contraction(n, self.p, self.exprs.t)
+                found = find_domain_contraction(self.p.statement(next(iter(runs))), self.p, self.exprs.t)
         return found
 
     def loop(self, n: For, depth: int, in_parallel: bool) -> None:

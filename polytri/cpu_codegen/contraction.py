@@ -36,7 +36,7 @@ from ..ir.contraction import ContractionForm, contraction_form
 from ..ir.expr import Access, Binary, Const, Expr, Var, accesses, var_names
 from ..ir.program import Program, Statement, params_prefix
 from ..ir.types import Typer
-from ..loop_ast import Block, For, Node, Run, isl_expr, loop_upper, walk
+from ..loop_ast import Block, For, Node, Run, isl_expr, loop_upper
 from .cexpr import comment, index_expr
 
 log = logging.getLogger("polytri.cpu")
@@ -225,22 +225,17 @@ def _conjunction(conds: list[Expr]) -> Expr | None:
     return out
 
 
-def find_domain_contraction(n: For, program: Program, typer: Typer) -> Contraction | None:
-    """The contraction computed by the whole nest ``n``, from its statement's iteration domain rather than
-    from its loops, or ``None``.
+def find_domain_contraction(st: Statement, program: Program, typer: Typer) -> Contraction | None:
+    """The contraction computed by a nest of its own that runs every instance of ``st`` (the caller checks
+    that), from the statement's iteration domain rather than from the nest's loops, or ``None``.
 
-    ``n`` must be a nest of its own (no enclosing loop) whose instances are all those of one statement of
-    contraction form, whose iterators are its rows ``a``, its columns ``b``, summed iterators ``k`` and
-    iterators ``batch`` that are the target's other subscripts, plainly.  The domain must be one
-    convex set without existential variables whose constraints on ``a`` involve no other iterator, and
-    every ``(batch, a, b)`` of its bounding box that satisfies the constraints on ``batch`` alone must
-    be an instance for some ``k``.  The other constraints (a convolution's padding: ``0 <= oh + kh - 1
-    < H``) become the panels' guard; the zeros they leave in the panels are summed too, which needs
-    ``L`` finite and in bounds on the whole box (checked at run time and here)."""
-    runs = [r for r in walk(n) if isinstance(r, Run)]
-    if not runs or len({r.statement for r in runs}) != 1:
-        return None
-    st = program.statement(runs[0].statement)
+    The iterators of ``st`` must be its rows ``a``, its columns ``b``, summed iterators ``k`` and iterators
+    ``batch`` that are the target's other subscripts, plainly.  The domain must be one convex set
+    without existential variables whose constraints on ``a`` involve no other iterator, and every
+    ``(batch, a, b)`` of its bounding box that satisfies the constraints on ``batch`` alone must be an
+    instance for some ``k``.  The other constraints (a convolution's padding: ``0 <= oh + kh - 1 < H``)
+    become the panels' guard; the zeros they leave in the panels are summed too, which needs ``L``
+    finite and in bounds on the whole box (checked at run time and here)."""
     typed = _typed_form(st, typer)
     if typed is None:
         return None
@@ -258,9 +253,9 @@ def find_domain_contraction(n: For, program: Program, typer: Typer) -> Contracti
     if bset.dim(isl.dim_type.div):
         return None
     params = set(program.params)
+    constraints = [(c, *_constraint(c, params)) for c in bset.get_constraints()]
     rows, kept, on_batch = [], [], []
-    for c in bset.get_constraints():
-        cond, used = _constraint(c, params)
+    for c, cond, used in constraints:
         if form.a in used:
             if used != {form.a}:
                 return None  # rows that depend on another iterator: not a box of rows
@@ -272,8 +267,8 @@ def find_domain_contraction(n: For, program: Program, typer: Typer) -> Contracti
     # the box: the bounds of each iterator alone (a convolution's 0 <= kh < 3, not the 0 <= oh + kh - 1
     # that would make it piecewise in the image's height)
     alone = isl.BasicSet.universe(bset.get_space())
-    for c in bset.get_constraints():
-        if len(_constraint(c, params)[1]) <= 1:
+    for c, _, used in constraints:
+        if len(used) <= 1:
             alone = alone.add_constraint(c)
     alone_set = alone.to_set().intersect_params(program.context)
     build = isl.AstBuild.from_context(program.context)
@@ -286,11 +281,16 @@ def find_domain_contraction(n: For, program: Program, typer: Typer) -> Contracti
         bounds[it] = (isl_expr(build.expr_from_pw_aff(lo), program.params),
                       Binary("+", isl_expr(build.expr_from_pw_aff(hi), program.params), Const(1)))
     what = f"{st.name}: contraction box"
-    box = [condition_to_isl(c, what=what) for c in rows + on_batch]
-    box += [f"{to_isl(bounds[it][0], what=what, allow_minmax=True)} <= {it} < "
-            f"{to_isl(bounds[it][1], what=what, allow_minmax=True)}" for it in (form.b, *k)]
-    space = f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}]"
-    full = isl.Set(f"{space} : {' and '.join(box)} }}").intersect_params(program.context)
+    prefix = f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}]"
+
+    def box(conds: list[Expr], boxed: tuple[str, ...]) -> isl.Set:
+        """The instances' space restricted by ``conds`` and the bounds of the iterators ``boxed``."""
+        text = [condition_to_isl(c, what=what) for c in conds]
+        text += [f"{to_isl(bounds[it][0], what=what, allow_minmax=True)} <= {it} < "
+                 f"{to_isl(bounds[it][1], what=what, allow_minmax=True)}" for it in boxed]
+        return isl.Set(f"{prefix} : {' and '.join(text)} }}").intersect_params(program.context)
+
+    full = box(rows + on_batch, (form.b, *k))
     dom = dom.intersect_params(program.context)
 
     def project(s: isl.Set) -> isl.Set:
@@ -306,14 +306,11 @@ def find_domain_contraction(n: For, program: Program, typer: Typer) -> Contracti
     # L is read on its box of rows and sums, whatever the batch points: by the finiteness check and
     # when its panels are packed once for all batch points
     by_batch = bool(var_names(form.left, "iter") & set(batch))
-    lbox = [condition_to_isl(c, what=what) for c in rows]
-    lbox += [f"{to_isl(bounds[it][0], what=what, allow_minmax=True)} <= {it} < "
-             f"{to_isl(bounds[it][1], what=what, allow_minmax=True)}" for it in st.iterators if it != form.a]
-    lset = isl.Set(f"{space} : {' and '.join(lbox)} }}").intersect_params(program.context)
+    lset = box(rows, tuple(it for it in st.iterators if it != form.a))
     l_in_bounds = all(
-        isl.Map(f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}] -> {acc.array}["
-                f"{', '.join(to_isl(e, what=what) for e in acc.index)}] }}").intersect_domain(lset).range()
-        .is_subset(program.array(acc.array).extent_isl(program.params)) for acc in accesses(form.left))
+        isl.Map(f"{prefix} -> {acc.array}[{', '.join(to_isl(e, what=what) for e in acc.index)}] }}")
+        .intersect_domain(lset).range().is_subset(program.array(acc.array).extent_isl(program.params))
+        for acc in accesses(form.left))
     if padded and (by_batch or not l_in_bounds):
         return None  # the finiteness check scans L over its rows and sums only, which must be in bounds
     return Contraction(st, form.a, form.b, k, batch, bounds, {}, _conjunction(guard) if padded else None,
