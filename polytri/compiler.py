@@ -16,6 +16,7 @@ from .cpu_codegen.build import DEFAULT_FLAGS, build_library, vector_math_flags
 from .cpu_codegen.cgen import CodegenOptions, generate_c
 from .cpu_codegen.contraction import describe
 from .cpu_codegen.kernel import CpuKernel
+from .cpu_codegen.private import scratch_arrays
 from .errors import CompilationError, OptionError, PolytriError, public
 from .ir.builder import to_program
 from .ir.program import Program
@@ -130,7 +131,9 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
         kernel = compile_gpu(prog, deps, schedule, ast, target=target, opts=opts, decisions=decisions)
         _dump(prog, deps, schedule, ast, kernel.source, suffix="triton.py")
         return kernel
-    cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"], microkernel=opts["microkernel"])
+    temporaries = [opts["temporaries"]] if isinstance(opts["temporaries"], str) else opts["temporaries"]
+    cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"], microkernel=opts["microkernel"],
+                        scratch=scratch_arrays(prog, temporaries or ()))
     function = f"pt_{prog.name}"
     source, contractions = generate_c(prog, ast, function=function, options=cg)
     decisions += [describe(c) for c in contractions]

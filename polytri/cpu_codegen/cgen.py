@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .. import dtypes
 from ..ir.affine import const_value
-from ..ir.expr import Access, Binary, Expr, Var, var_names
+from ..ir.expr import Access, Binary, Expr, Var, accesses, var_names
 from ..ir.program import Program, Statement
 from ..ir.types import program_typer
 from ..loop_ast import Block, For, If, Node, Run, walk
@@ -25,6 +25,7 @@ from .contraction import (
     micro_kernel,
 )
 from .prelude import prelude
+from .private import local_name, private_arrays
 
 
 @dataclass(frozen=True)
@@ -38,13 +39,9 @@ class CodegenOptions:
     microkernel: bool = True
     """Gemm-like contraction nests as packed panels and a register-blocked micro-kernel
     (:mod:`.contraction`)."""
-
-
-def _array_ref(program: Program):
-    def ref(acc: Access) -> C:
-        idx = "".join(f"[{index_expr(i).text}]" for i in acc.index)
-        return C(f"{cname(acc.array)}{idx}", 16)
-    return ref
+    scratch: frozenset[str] = frozenset()
+    """Temporaries no read of which sees a value from before the call: they may live in buffers local to
+    one loop iteration (:mod:`.private`)."""
 
 
 def _signature(program: Program) -> list[str]:
@@ -92,7 +89,8 @@ class _Printer:
         self.opts = options
         self.function = function
         self.stmts = {s.name: s for s in program.statements}
-        self.array_ref = _array_ref(program)
+        self.private: dict[str, int] = {}
+        """Arrays held in local buffers where the node being printed runs, with the subscript dropped."""
         self.exprs = CExprPrinter(program_typer(program), self.array_ref)
         self.lines: list[str] = []
         self.outlined: list[str] = []
@@ -103,6 +101,13 @@ class _Printer:
         """Contraction nests printed as micro-kernel calls, in order."""
         self.runs: Counter[str] = Counter()
         """How many times each statement appears in the whole loop AST."""
+
+    def array_ref(self, acc: Access) -> C:
+        p = self.private.get(acc.array)
+        if p is None:
+            return C(cname(acc.array) + "".join(f"[{index_expr(i).text}]" for i in acc.index), 16)
+        idx = "".join(f"[{index_expr(i).text}]" for k, i in enumerate(acc.index) if k != p) or "[0]"
+        return C(f"{local_name(acc.array)}{idx}", 16)
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -149,12 +154,25 @@ class _Printer:
         # OpenMP needs a canonical loop: the counter compared with a bound
         canonical = isinstance(n.cond, Binary) and n.cond.op in ("<", "<=", ">", ">=") and n.cond.lhs == Var(n.var, "iter")
         omp_for = self.opts.openmp and n.parallel and not in_parallel and canonical
+        # a buffer declared in the body must be visible to all of it: nothing inside is outlined
+        local = self.local_buffers(n) if in_parallel or omp_for or not self.opts.openmp else {}
         if omp_for:
-            self.parallel_loop(n, depth)
+            self.parallel_loop(n, depth, local)
             return
         if self.opts.simd and n.parallel and n.innermost and canonical:
             self.emit(depth, "#pragma omp simd")
-        self.plain_loop(n, depth, in_parallel)
+        self.plain_loop(n, depth, in_parallel, local)
+
+    def local_buffers(self, n: For) -> dict[str, int]:
+        """The temporaries that can live in buffers local to one iteration of ``n`` (see :mod:`.private`),
+        except those a contraction nest inside reads or writes through the packing code."""
+        found = private_arrays(n, self.p, self.opts.scratch - set(self.private), self.runs)
+        if found and self.opts.microkernel:
+            inner = [c for m in walk(n.body) if isinstance(m, For)
+                     for c in [find_contraction(m, self.p, self.exprs.t)] if c is not None]
+            kept = {a.array for c in inner for a in (c.statement.target, *accesses(c.statement.value))}
+            found = {a: p for a, p in found.items() if a not in kept}
+        return found
 
     def contraction(self, c: Contraction, depth: int, threads: bool) -> None:
         """A contraction nest as packed panels and micro-kernel calls (see :mod:`.contraction`)."""
@@ -176,23 +194,32 @@ class _Printer:
                                       ldc=ldc, threads=threads):
             self.emit(depth, line)
 
-    def plain_loop(self, n: For, depth: int, in_parallel: bool) -> None:
-        """The ``for`` statement itself, without pragmas."""
+    def plain_loop(self, n: For, depth: int, in_parallel: bool, local: dict[str, int] | None = None) -> None:
+        """The ``for`` statement itself, without pragmas; ``local`` arrays get a buffer in its body."""
         init, cond = index_expr(n.lower).text, index_expr(n.cond).text
         var = cname(n.var)
         self.emit(depth, f"for (int64_t {var} = {init}; {cond}; {var} += {n.step}) {{")
+        outer = self.private
+        if local:
+            for array, p in local.items():
+                a = self.p.array(array)
+                dims = "".join(f"[{_vla_bound(e)}]" for k, e in enumerate(a.shape) if k != p) or "[1]"
+                self.emit(depth + 1, f"{dtypes.dtype(a.dtype).c_type} {local_name(array)}{dims} "
+                                     f"__attribute__((aligned(64)));  {comment(f'{array}, this iteration')}")
+            self.private = outer | local
         self.counters.append(n.var)
         self.node(n.body, depth + 1, in_parallel)
         self.counters.pop()
+        self.private = outer
         self.emit(depth, "}")
 
-    def parallel_loop(self, n: For, depth: int) -> None:
+    def parallel_loop(self, n: For, depth: int, local: dict[str, int]) -> None:
         """A parallel loop: an orphaned ``omp for`` in an outlined function (see :meth:`outline`)."""
         simd = " simd" if self.opts.simd and n.innermost else ""
 
         def body(inner: _Printer) -> None:
             inner.emit(1, f"#pragma omp for{simd} schedule(static)")
-            inner.plain_loop(n, 1, in_parallel=True)
+            inner.plain_loop(n, 1, in_parallel=True, local=local)
         self.outline(depth, body)
 
     def outline(self, depth: int, body) -> None:
@@ -200,6 +227,7 @@ class _Printer:
         prints.  Its arrays arrive as ``restrict`` parameters: gcc only trusts ``restrict`` on
         parameters, and a loop OpenMP outlines itself reads the pointers from a shared struct, losing the
         no-alias guarantee (measured: gesummv 3x slower on one thread)."""
+        assert not self.private, "a loop with local buffers outlines nothing (see loop)"
         name = f"{self.function}_par{len(self.outlined)}"
         inner = _Printer(self.p, self.opts, name)
         inner.counters = list(self.counters)

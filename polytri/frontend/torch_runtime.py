@@ -45,7 +45,10 @@ class _KernelStep:
     def __init__(self, seg: Segment, target: str, options: TorchOptions):
         assert seg.program is not None
         self.segment = seg
-        self.kernel = (compile_cached(seg.program, target, options.compile_options(target),
+        opts = options.compile_options(target)
+        if target == "cpu":  # intermediates: their contents after the call do not matter
+            opts["temporaries"] = tuple(seg.temps)
+        self.kernel = (compile_cached(seg.program, target, opts,
                                       use_disk=options.cache)
                        if seg.program.statements else None)
         if options.debug:

@@ -1,0 +1,122 @@
+"""Array contraction in C: a temporary that lives inside one iteration of a loop becomes a local buffer.
+
+A *temporary* (compile option ``temporaries``: its contents after the call do not matter) whose every
+read has a source write in the program (isl's dataflow analysis finds no read of a value from before
+the call) can be replaced, in the body of a loop ``L``, by a buffer declared inside the body, when:
+
+* every statement that accesses it runs only inside ``L`` (nowhere else in the loop AST);
+* one subscript position ``p`` of every access, with the iterators replaced by the loop counters,
+  is exactly ``L``'s counter: iteration ``c`` of ``L`` touches only the slice ``T[..., c, ...]``, so
+  no value of ``T`` crosses iterations (each read's source wrote the same element, hence ran in the
+  same iteration, and before the read since the schedule is legal);
+* the slice has constant extents and fits in :data:`MAX_BYTES` (it lives on the stack of the thread
+  running the iteration).
+
+The accesses then drop subscript ``p``: ``T[i][j]`` with ``i = c`` reads ``pt_loc_T[j]``.  The softmax's
+row of exponentials and the partial sums of a row reduction stay in L1 (or in registers) and the
+temporary's global array is never touched.  Arrays read by a micro-kernel contraction inside the loop
+keep their global storage (the packing code computes addresses from the array's own strides).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+
+import islpy as isl
+
+from .. import dtypes
+from ..ir.affine import const_value, linear
+from ..ir.expr import Access, accesses, substitute
+from ..ir.program import Program, Statement
+from ..loop_ast import For, Run, walk
+
+log = logging.getLogger("polytri.cpu")
+
+#: Largest slice kept on a thread's stack (OpenMP threads get at least 2 MiB of stack by default).
+MAX_BYTES = 64 * 1024
+
+
+def local_name(array: str) -> str:
+    """C name of the local buffer standing for ``array``."""
+    return f"pt_loc_{array}"
+
+
+def scratch_arrays(program: Program, temporaries: Iterable[str]) -> frozenset[str]:
+    """The temporaries of ``program`` no read of which sees a value from before the call."""
+    names = {a.name for a in program.arrays}
+    out = set()
+    for t in temporaries:
+        if t not in names:
+            continue
+        reads = isl.UnionMap.empty(program.context.get_space())
+        for s in program.statements:
+            for acc in s.reads:
+                if acc.array == t:
+                    reads = reads.union(isl.UnionMap.from_map(s.access_map(acc, program.params)))
+        if not reads.is_empty():
+            info = (isl.UnionAccessInfo.from_sink(reads).set_must_source(program.writes)
+                    .set_schedule_map(program.schedule))
+            if not info.compute_flow().get_may_no_source().intersect_params(program.context).is_empty():
+                log.info("%s: temporary %s is read before it is written: kept in memory", program.name, t)
+                continue
+        out.add(t)
+    return frozenset(out)
+
+
+def _slice_position(loop: For, st: Statement, args: tuple, acc: Access) -> set[int]:
+    """Subscript positions of ``acc`` (in ``st``, run with ``args``) that equal the counter of ``loop``."""
+    env = dict(zip(st.iterators, args))
+    out = set()
+    for p, e in enumerate(acc.index):
+        lin = linear(substitute(e, env))
+        if lin is not None and lin == ({loop.var: 1}, 0):
+            out.add(p)
+    return out
+
+
+def private_arrays(loop: For, program: Program, candidates: frozenset[str], runs: Counter[str],
+                   contracted: Iterable[str] = ()) -> dict[str, int]:
+    """Each array of ``candidates`` that can live in a buffer local to one iteration of ``loop``, with the
+    subscript position that equals the loop counter (dropped in the buffer).  ``runs`` counts every
+    statement's instances in the whole loop AST; ``contracted`` are arrays that keep their storage."""
+    if not candidates:
+        return {}
+    inside = Counter(r.statement for r in walk(loop.body) if isinstance(r, Run))
+    uses: dict[str, list[tuple[Statement, tuple, Access]]] = {}
+    for r in walk(loop.body):
+        if not isinstance(r, Run):
+            continue
+        st = program.statement(r.statement)
+        for acc in (st.target, *accesses(st.value)):
+            if acc.array in candidates:
+                uses.setdefault(acc.array, []).append((st, r.args, acc))
+    out: dict[str, int] = {}
+    skip = set(contracted)
+    for array, found in uses.items():
+        if array in skip:
+            continue
+        users = {s.name for s in program.statements
+                   if s.target.array == array or any(a.array == array for a in accesses(s.value))}
+        if any(inside[u] != runs[u] for u in users):
+            continue
+        common: set[int] | None = None
+        for st, args, acc in found:
+            pos = _slice_position(loop, st, args, acc)
+            common = pos if common is None else common & pos
+        if not common:
+            continue
+        p = min(common)
+        a = program.array(array)
+        extents = [const_value(e) for k, e in enumerate(a.shape) if k != p]
+        if any(x is None for x in extents):
+            continue
+        size = dtypes.dtype(a.dtype).itemsize
+        for x in extents:
+            size *= max(x or 1, 1)
+        if size > MAX_BYTES:
+            log.info("%s: %s's slice (%d bytes) is too large for a local buffer", program.name, array, size)
+            continue
+        out[array] = p
+    return out
