@@ -78,9 +78,9 @@ def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], ke
 #: vector of the machine), so the accumulation loop carries no dependence and vectorizes.
 LANES = {torch.float32: 16, torch.float64: 8}
 
-#: Vectors of partial results when the dimension is long enough (a multiple of this many vectors, at least
-#: four times over): independent chains of additions, so that one does not wait for the latency of the
-#: last (a single vector chain ran the 2048-wide row sum at a third of the rate of load).
+#: Vectors of partial results when the dimension is long enough (a multiple of this many vectors, at
+#: least four times over; a power of two): independent chains of operations, so that each does not wait
+#: for the latency of the one before (a single chain ran the 2048-wide row sum at a third of the load rate).
 ACCUMULATORS = 4
 
 
@@ -89,8 +89,8 @@ def _reduce_in_lanes(ctx: SegmentLowering, name: str, shape: tuple[str, ...], re
                      init: Callable[[Callable[[Index], str]], Callable[[Index], str]] | None,
                      combine: Callable[[str, str], str], acc: torch.dtype) -> None:
     """The reduction in steps: ``chains * lanes`` partial results over the innermost reduced dimension split
-    as ``width * q + l`` (``l`` innermost, parallel), folded in halves down to ``lanes`` (each fold a
-    parallel loop over the lanes kept), then the partial results combined in order."""
+    as ``width * q + l`` (``l`` innermost, parallel), folded pairwise into the first ``lanes`` (one
+    statement, a parallel loop over the lanes), then those combined in order."""
     width = lanes * chains
     part = ctx.temp(name.removeprefix("t_") + "_lanes", shape + (str(width),), acc)
     k = len(shape)
@@ -109,11 +109,12 @@ def _reduce_in_lanes(ctx: SegmentLowering, name: str, shape: tuple[str, ...], re
         return combine(cell(it, r[-1]), x(it, r[:-2] + (f"{width} * {r[-2]} + {r[-1]}",)))
     ctx.emit(part, shape, acc_rhs, red=outer + (str(int(red[-1]) // width), str(width)),
              target_index=lambda it, r: it + (r[-1],))
-    half = width // 2
-    while half >= lanes:
-        ctx.emit(part, shape, lambda it, r, h=half: combine(cell(it, r[0]), cell(it, f"{r[0]} + {h}")),
-                 red=(str(half),), target_index=lambda it, r: it + (r[0],))
-        half //= 2
+    if chains > 1:
+        def fold(it: Index, r: Index, lo: int = 0, n: int = chains) -> str:  # pairwise: ((0, 1), (2, 3))
+            if n == 1:
+                return cell(it, f"{r[0]} + {lo * lanes}" if lo else r[0])
+            return f"({combine(fold(it, r, lo, n // 2), fold(it, r, lo + n // 2, n // 2))})"
+        ctx.emit(part, shape, fold, red=(str(lanes),), target_index=lambda it, r: it + (r[0],))
 
     def tgt(it: Index) -> str:
         return f"{name}[{', '.join(target(it)) or '0'}]"
