@@ -48,6 +48,8 @@ CPU_OPTIONS: dict[str, tuple[Any, str]] = {
                    "glibc's libmvec where it links"),
     "microkernel": (True, "run gemm-like contraction nests as packed panels and a register-blocked "
                           "micro-kernel (BLIS-style, generated C)"),
+    "fma": (False, "the micro-kernel fuses each product into its sum (one rounding, as BLAS libraries do): "
+                   "faster, no longer bit-identical to pt.reference (which rounds the product, then the sum)"),
     "threads": (None, "OpenMP thread count (default: OpenMP's own)"),
     "cc": (None, "C compiler (default: $CC or 'cc')"),
     "cflags": ((), "extra compiler flags, appended to the defaults"),
@@ -63,7 +65,7 @@ def _check_options(target: str, options: Mapping[str, Any] | None) -> dict[str, 
         raise OptionError(f"unknown option(s) {', '.join(map(repr, unknown))} for target {target!r}; known: "
                           f"{', '.join(CPU_OPTIONS)}")
     merged = {k: opts.get(k, default) for k, (default, _) in CPU_OPTIONS.items()}
-    for flag in ("openmp", "simd", "microkernel", "tile"):
+    for flag in ("openmp", "simd", "microkernel", "fma", "tile"):
         if not isinstance(merged[flag], bool) and not (flag == "tile" and merged[flag] is None):
             raise OptionError(f"option {flag!r} must be True or False, got {merged[flag]!r}")
     if merged["schedule"] not in ("auto", "pluto", "original"):
@@ -133,7 +135,7 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
         return kernel
     temporaries = [opts["temporaries"]] if isinstance(opts["temporaries"], str) else opts["temporaries"]
     cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"], microkernel=opts["microkernel"],
-                        scratch=scratch_arrays(prog, temporaries or ()))
+                        fma=opts["fma"], scratch=scratch_arrays(prog, temporaries or ()))
     function = f"pt_{prog.name}"
     source, contractions = generate_c(prog, ast, function=function, options=cg)
     decisions += [describe(c) for c in contractions]

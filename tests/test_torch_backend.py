@@ -83,6 +83,22 @@ def test_unknown_options_are_errors_listing_the_known_ones() -> None:
         check_options({"fuse": "sometimes"})
 
 
+def test_products_fuse_multiply_and_add_unless_fma_is_off() -> None:
+    w = torch.randn(48, 64)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, w)
+    x = torch.randn(40, 64)
+    fused = pt.explain(fn, x).kernels[0].source
+    plain = pt.explain(fn, x, compile_options={"fma": False}).kernels[0].source
+    assert "packed contraction" in fused and 'optimize("fp-contract=fast")' in fused
+    assert "packed contraction" in plain and "fp-contract=fast" not in plain
+    for opts in ({}, {"fma": False}):
+        torch.testing.assert_close(pt.jit(fn, compile_options=opts)(x), fn(x))
+    with pytest.raises(pt.OptionError, match="option 'fma' must be True or False"):
+        check_options({"fma": 1})
+
+
 def test_backend_object_is_created_once_per_option_set() -> None:
     a = torch_backend.backend_for({"fuse": "max", "debug": False})
     assert torch_backend.backend_for({"debug": False, "fuse": "max"}) is a

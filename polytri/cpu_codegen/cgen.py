@@ -39,6 +39,8 @@ class CodegenOptions:
     microkernel: bool = True
     """Gemm-like contraction nests as packed panels and a register-blocked micro-kernel
     (:mod:`.contraction`)."""
+    fma: bool = False
+    """The micro-kernel fuses each product into its sum (one rounding instead of two)."""
     scratch: frozenset[str] = frozenset()
     """Temporaries no read of which sees a value from before the call: they may live in buffers local to
     one loop iteration (:mod:`.private`)."""
@@ -283,7 +285,7 @@ def generate_c(program: Program, ast: Node, *, function: str,
     body = "\n".join(pr.lines)
     banner = comment(f"polytri: program {program.name}, target cpu") + "\n"
     used = sorted({(c.dtype.name, c.op) for c in pr.contractions})
-    kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd) for t, op in used)
+    kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd, options.fma) for t, op in used)
     outlined = "\n".join(pr.outlined)
     return f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n", tuple(pr.contractions)
 

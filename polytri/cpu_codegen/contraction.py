@@ -329,7 +329,7 @@ def describe(c: Contraction) -> str:
 
 
 # -- C -------------------------------------------------------------------------------------------------
-def micro_kernel(d: DType, op: str, simd: bool) -> str:
+def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False) -> str:
     """The register-blocked micro-kernel and its edge variant for type ``d`` and sum operator ``op``, as
     static C functions named ``pt__ukernel_<type><add|sub>`` and ``pt__uedge_<type><add|sub>``.
 
@@ -340,16 +340,18 @@ def micro_kernel(d: DType, op: str, simd: bool) -> str:
     process (3 interleaved rounds of 15 calls each, medians, two runs): float32 gemm 256x1024x512 went from
     0.77x torch's speed to 0.78-0.85x, 256x512x1024 from 0.77x to 0.85-0.91x, 1024³ from 0.70x to
     0.88-0.98x; 6 rows instead of 4 measured no better.  Each lane still rounds the product and then the
-    sum, as the scalar loop does."""
+    sum, as the scalar loop does, unless ``fma``: then gcc may fuse them (``fp-contract=fast`` on these two
+    functions only), one rounding per step as BLAS libraries compute."""
     b = blocking(d)
     t = d.c_type
     name = f"{d.name}{'add' if op == '+' else 'sub'}"
     lanes = vector_bytes() // d.itemsize
     nv = b.nr // lanes
+    attr = '__attribute__((optimize("fp-contract=fast")))\n' if fma else ""
     head = f"""\
 /* C[r][q] {op}= sum over k of ap[k][r] * bp[k][q]: an {b.mr} x {b.nr} block held in registers while k runs;
    ap is a packed {b.mr}-row panel of the left factor, bp a packed {b.nr}-column panel of the right one. */
-static void pt__ukernel_{name}(int64_t kc, const {t} *restrict ap, const {t} *restrict bp, {t} *restrict c,
+{attr}static void pt__ukernel_{name}(int64_t kc, const {t} *restrict ap, const {t} *restrict bp, {t} *restrict c,
                                int64_t ldc) {{
 """
     if simd:
@@ -393,7 +395,7 @@ static void pt__ukernel_{name}(int64_t kc, const {t} *restrict ap, const {t} *re
 """
     return head + body + f"""\
 /* The same on the valid mr x nr corner of a block at the target's ragged edge. */
-static void pt__uedge_{name}(int64_t kc, const {t} *restrict ap, const {t} *restrict bp, {t} *restrict c,
+{attr}static void pt__uedge_{name}(int64_t kc, const {t} *restrict ap, const {t} *restrict bp, {t} *restrict c,
                              int64_t ldc, int64_t mr, int64_t nr) {{
   {t} tile[{b.mr} * {b.nr}] = {{0}};
   for (int64_t r = 0; r < mr; r++)

@@ -19,6 +19,8 @@ TORCH_OPTIONS: dict[str, tuple[Any, str]] = {
     "tile_size": (None, "tile side for every band dimension (default: from the cache model)"),
     "schedule": (None, "'auto', 'pluto' or 'original' (see pt.compile); default: 'auto'"),
     "threads": (None, "OpenMP thread count of the cpu target (default: OpenMP's own)"),
+    "fma": (True, "cpu target: products fuse each multiplication into its sum (one rounding, as oneDNN "
+                  "does); False rounds twice, as pt.reference does"),
     "inline": (True, "compute single-use elementwise results inside their consumer instead of storing them"),
     "cache": (True, "reuse kernels compiled earlier (in memory, and on disk across processes)"),
     "debug": (False, "log every lowered program and kernel source on the 'polytri.torch' logger at WARNING"),
@@ -36,6 +38,7 @@ class TorchOptions:
     tile_size: int | None
     schedule: str | None
     threads: int | None
+    fma: bool
     inline: bool
     cache: bool
     debug: bool
@@ -51,11 +54,13 @@ class TorchOptions:
             opts["tile_size"] = self.tile_size
         if self.threads is not None:
             opts["threads"] = self.threads
+        if target == "cpu":
+            opts["fma"] = self.fma
         return opts
 
     def key(self) -> tuple[Any, ...]:
         """Hashable identity of the options (part of every cache key)."""
-        return (self.target, self.fuse, self.tile, self.tile_size, self.schedule, self.threads, self.inline)
+        return (self.target, self.fuse, self.tile, self.tile_size, self.schedule, self.threads, self.fma, self.inline)
 
 
 def check_options(options: Mapping[str, Any] | None) -> TorchOptions:
@@ -68,7 +73,7 @@ def check_options(options: Mapping[str, Any] | None) -> TorchOptions:
     merged = {k: opts.get(k, default) for k, (default, _) in TORCH_OPTIONS.items()}
     if merged["target"] is not None and merged["target"] not in TARGETS:
         raise OptionError(f"option 'target' must be one of {', '.join(TARGETS)}, got {merged['target']!r}")
-    for flag in ("inline", "cache", "debug"):
+    for flag in ("fma", "inline", "cache", "debug"):
         if not isinstance(merged[flag], bool):
             raise OptionError(f"option {flag!r} must be True or False, got {merged[flag]!r}")
     if merged["tile"] is not None and not isinstance(merged["tile"], bool):
