@@ -22,6 +22,9 @@ log = logging.getLogger("polytri.torch")
 
 
 def _shape_fn(shape: Sequence[str]) -> Callable[[dict[str, int]], tuple[int, ...]]:
+    if all(s.isdigit() for s in shape):  # static: nothing to evaluate per call
+        dims = tuple(int(s) for s in shape)
+        return lambda params: dims
     codes = [compile(s, "<shape>", "eval") for s in shape]
     return lambda params: tuple(int(eval(c, {"__builtins__": {}}, params)) for c in codes)  # noqa: S307
 
@@ -69,7 +72,8 @@ class _KernelStep:
 
     def _call(self, kwargs: dict[str, Any]) -> None:
         """Call the kernel; the arguments (contiguous, distinct tensors: see _run) go through its checks once
-        per signature, later calls with the same signature skip them (they cost ~0.1 ms a call)."""
+        per signature (the inputs' shapes and types, the parameters), later calls with the same signature
+        skip them (they cost ~0.1 ms a call)."""
         assert self.kernel is not None and self.segment.program is not None
         prog = self.segment.program
         if self._unchecked is None:
@@ -77,7 +81,9 @@ class _KernelStep:
             return
         arrays = [kwargs[a.name] for a in prog.arrays]
         params = [kwargs[p] for p in prog.params]
-        signature = (tuple((tuple(t.shape), t.dtype, t.device, t.layout, t.is_neg()) for t in arrays), tuple(params))
+        # the other arrays (outputs, intermediates) are made here, from the parameters' values
+        signature = (tuple((tuple(t.shape), t.dtype, t.device, t.layout, t.is_neg())
+                           for t in (kwargs[name] for name, _ in self.inputs)), tuple(params))
         if signature in self._checked:
             self._unchecked([t.data_ptr() for t in arrays], params)
             return
