@@ -171,3 +171,48 @@ def test_fma_fuses_the_micro_kernel_only_and_stays_close(body: str) -> None:
     assert not np.array_equal(args["C"], want["C"])  # the fused products did run (one rounding each)
     with pytest.raises(pt.OptionError, match="option 'fma' must be True or False"):
         pt.compile(prog, "cpu", options={"fma": "yes"})
+
+
+def _gemm_with_init(init: str = "C[i, j] = 0", init_cols: str = "N", k: int = 300) -> pt.Program:
+    """``C = 0`` (or ``init``) in a nest of its own, then ``C += A B`` summing over ``k`` terms (a constant:
+    the fold needs every sum to have a term); C is (M, N + 1) so that an init over one more column writes
+    an element the sum does not."""
+    p = pt.Program("mk0", params=["M", "N"])
+    p.array("C", ("M", "N + 1"), "float32")
+    p.array("A", ("M", k), "float32")
+    p.array("B", (k, "N"), "float32")
+    with p.loop("i", 0, "M"):
+        with p.loop("j", 0, init_cols):
+            p.assign(init)
+    with p.loop("i", 0, "M"):
+        with p.loop("j", 0, "N"):
+            with p.loop("k", 0, k):
+                p.assign("C[i, j] += A[i, k] * B[k, j]")
+    return p
+
+
+def _run_init(prog: pt.Program, params: dict, options: dict) -> pt.CpuKernel:
+    rng = np.random.default_rng(1)
+    m, n, k = params["M"], params["N"], to_program(prog).array("A").shape[1].value
+    args = {"A": rng.standard_normal((m, k)).astype(np.float32), "B": rng.standard_normal((k, n)).astype(np.float32),
+            "C": np.full((m, n + 1), np.nan, np.float32)}  # NaN wherever the init would be missed
+    want = {name: v.copy() for name, v in args.items()}
+    pt.reference(prog, **want)
+    kern = pt.compile(prog, "cpu", options={"fuse": "none", **options})
+    kern(**args)
+    np.testing.assert_array_equal(args["C"], want["C"])
+    return kern
+
+
+@pytest.mark.parametrize("options", [{}, {"threads": 1}, {"cflags": "-DPT_NO_PANELS"}])
+def test_zero_init_folds_into_the_contraction_that_follows(options: dict) -> None:
+    kern = _run_init(_gemm_with_init(), dict(M=9, N=70), options)  # 300 terms: two blocks of k, 256 + 44
+    assert any("its zero init folded in" in d for d in kern.decisions)
+    assert "/* S0: C[i, j] = 0 */" not in kern.source  # no nest of its own
+
+
+@pytest.mark.parametrize("init, cols", [("C[i, j] = 1", "N"), ("C[i, j] = 0", "N + 1")])
+def test_inits_that_do_not_match_the_sum_stay_apart(init: str, cols: str) -> None:
+    kern = _run_init(_gemm_with_init(init, cols, k=30), dict(M=9, N=70), {})
+    assert not any("zero init folded in" in d for d in kern.decisions)
+    assert f"/* S0: {init} */" in kern.source and MARK in kern.source

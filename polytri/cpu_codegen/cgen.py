@@ -8,7 +8,7 @@ array pointer is re-declared as a pointer to a variable-length array, so accesse
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import dtypes
 from ..ir.affine import const_value
@@ -23,6 +23,7 @@ from .contraction import (
     find_contraction,
     find_domain_contraction,
     micro_kernel,
+    zero_init_fuses,
 )
 from .prelude import prelude
 from .private import local_name, private_arrays
@@ -103,6 +104,8 @@ class _Printer:
         """Contraction nests printed as micro-kernel calls, in order."""
         self.runs: Counter[str] = Counter()
         """How many times each statement appears in the whole loop AST."""
+        self._found: dict[int, tuple[For, Contraction | None]] = {}
+        """:meth:`find_contraction`'s answers by loop (the loop is kept so that its id stays its own)."""
 
     def array_ref(self, acc: Access) -> C:
         p = self.private.get(acc.array)
@@ -116,8 +119,14 @@ class _Printer:
 
     def node(self, n: Node, depth: int, in_parallel: bool) -> None:
         if isinstance(n, Block):
-            for c in n.body:
-                self.node(c, depth, in_parallel)
+            k = 0
+            while k < len(n.body):
+                if k + 1 < len(n.body) and self.folds_init(n.body[k], n.body[k + 1]):
+                    self.loop(n.body[k + 1], depth, in_parallel, zero_init=True)  # type: ignore[arg-type]
+                    k += 2
+                    continue
+                self.node(n.body[k], depth, in_parallel)
+                k += 1
         elif isinstance(n, For):
             self.loop(n, depth, in_parallel)
         elif isinstance(n, If):
@@ -132,9 +141,28 @@ class _Printer:
         else:
             raise TypeError(n)
 
+    def folds_init(self, first: Node, second: Node) -> bool:
+        """Whether the top-level nest ``first`` only zeroes what the contraction nest ``second``, just after
+        it, computes: the contraction then zeroes it itself (:func:`.contraction.zero_init_fuses`)."""
+        if self.counters or not (isinstance(first, For) and isinstance(second, For)):
+            return False
+        found = self.find_contraction(second)
+        if found is None:
+            return False
+        inits = Counter(r.statement for r in walk(first) if isinstance(r, Run))
+        sums = Counter(r.statement for r in walk(second) if isinstance(r, Run))
+        whole = all(self.runs[s] == n for s, n in (inits | sums).items())  # run nowhere else
+        return (len(inits) == 1 and list(sums) == [found.statement.name] and whole
+                and zero_init_fuses(self.p.statement(next(iter(inits))), found, self.p))
+
     def find_contraction(self, n: For) -> Contraction | None:
         """The contraction nest rooted at ``n``: three loops, or a whole nest of its own computing every
-        instance of its statement."""
+        instance of its statement (memoized per node)."""
+        if id(n) not in self._found:
+            self._found[id(n)] = (n, self._find_contraction(n))
+        return self._found[id(n)][1]
+
+    def _find_contraction(self, n: For) -> Contraction | None:
         if not self.opts.microkernel:
             return None
         found = find_contraction(n, self.p, self.exprs.t)
@@ -144,9 +172,11 @@ class _Printer:
                 found = find_domain_contraction(self.p.statement(next(iter(runs))), self.p, self.exprs.t)
         return found
 
-    def loop(self, n: For, depth: int, in_parallel: bool) -> None:
+    def loop(self, n: For, depth: int, in_parallel: bool, zero_init: bool = False) -> None:
         contraction = self.find_contraction(n)
         if contraction is not None:
+            if zero_init:
+                contraction = replace(contraction, zero_init=True)
             self.contractions.append(contraction)
             if self.opts.openmp and not in_parallel:
                 self.outline(depth, lambda inner: inner.contraction(contraction, 1, threads=True))

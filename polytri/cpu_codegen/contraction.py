@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..dtypes import FLOAT32, FLOAT64, DType
-from ..ir.affine import condition_to_isl, to_isl
+from ..ir.affine import condition_to_isl, const_value, to_isl
 from ..ir.contraction import ContractionForm, contraction_form
 from ..ir.expr import Access, Binary, Const, Expr, Var, accesses, var_names
 from ..ir.program import Program, Statement, params_prefix
@@ -124,6 +124,10 @@ class Contraction:
     """float32 or float64."""
     row_subscript: int
     """Position of ``a``'s subscript in the target (the rows' stride is the product of later extents)."""
+    zero_init: bool = False
+    """The nest also sets every element it computes to zero before its sum (an init statement folded in,
+    see :func:`zero_init_fuses`): the first block of ``k`` starts its registers at zero instead of
+    loading the target."""
 
 
 def _chain(n: For) -> tuple[list[For], Run] | None:
@@ -318,14 +322,32 @@ def find_domain_contraction(st: Statement, program: Program, typer: Typer) -> Co
                        form.left, form.right, form.op, d, form.row_subscript)
 
 
+def zero_init_fuses(init: Statement, c: Contraction, program: Program) -> bool:
+    """Whether the statement ``init``, run just before the nest ``c`` and nowhere else, can be folded into
+    it (:attr:`Contraction.zero_init`): it stores ``0`` into exactly the elements the nest computes (isl),
+    and every sum has at least one term (constant, positive extents of ``k``), so the nest writes each of
+    them even where it runs its fallback loops."""
+    st = c.statement
+    if not (isinstance(init.value, Const) and init.value.value == 0 and init.target.array == st.target.array):
+        return False
+    for it in c.k:
+        lo, hi = (const_value(e) for e in c.bounds[it])
+        if lo is None or hi is None or hi <= lo:
+            return False
+    written = st.access_map(st.target, program.params).range()
+    zeroed = init.access_map(init.target, program.params).range()
+    return bool(written.is_equal(zeroed))
+
+
 def describe(c: Contraction) -> str:
     """One line for a kernel's decisions."""
     b = blocking(c.dtype)
     batch = f", looping over {', '.join(c.batch)}" if c.batch else ""
     pad = ", zero-padded panels" if c.padded else ""
+    init = ", its zero init folded in" if c.zero_init else ""
     return (f"contraction {c.statement.name} (rows {c.a}, columns {c.b}, sum over {', '.join(c.k)}{batch}, "
             f"{c.dtype.name}): packed {b.kc} x {b.nc} and {b.mr} x {b.kc} panels, {b.mr} x {b.nr} register-"
-            f"blocked micro-kernel{pad}")
+            f"blocked micro-kernel{pad}{init}")
 
 
 # -- C -------------------------------------------------------------------------------------------------
@@ -350,9 +372,10 @@ def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False) -> str:
     attr = '__attribute__((optimize("fp-contract=fast")))\n' if fma else ""
     head = f"""\
 /* C[r][q] {op}= sum over k of ap[k][r] * bp[k][q]: an {b.mr} x {b.nr} block held in registers while k runs;
-   ap is a packed {b.mr}-row panel of the left factor, bp a packed {b.nr}-column panel of the right one. */
+   ap is a packed {b.mr}-row panel of the left factor, bp a packed {b.nr}-column panel of the right one.
+   With load == 0 the block starts at zero instead of C's values (C = 0 {op} ...). */
 {attr}static void pt__ukernel_{name}(int64_t kc, const {t} *restrict ap, const {t} *restrict bp, {t} *restrict c,
-                               int64_t ldc) {{
+                               int64_t ldc, int load) {{
 """
     if simd:
         vt = f"pt__v{d.name}"
@@ -361,7 +384,10 @@ def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False) -> str:
   typedef {t} {vt} __attribute__((vector_size({vector_bytes()})));
   {vt} acc[{b.mr}][{nv}];
   for (int r = 0; r < {b.mr}; r++)
-    for (int v = 0; v < {nv}; v++) __builtin_memcpy(&acc[r][v], c + r * ldc + v * {lanes}, sizeof({vt}));
+    for (int v = 0; v < {nv}; v++) {{
+      acc[r][v] = ({vt}){{0}};
+      if (load) __builtin_memcpy(&acc[r][v], c + r * ldc + v * {lanes}, sizeof({vt}));
+    }}
   for (int64_t k = 0; k < kc; k++) {{
     {vt} bv[{nv}];
     for (int v = 0; v < {nv}; v++) {{
@@ -381,7 +407,7 @@ def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False) -> str:
         body = f"""\
   {t} acc[{b.mr}][{b.nr}];
   for (int r = 0; r < {b.mr}; r++)
-    for (int q = 0; q < {b.nr}; q++) acc[r][q] = c[r * ldc + q];
+    for (int q = 0; q < {b.nr}; q++) acc[r][q] = load ? c[r * ldc + q] : 0;
   for (int64_t k = 0; k < kc; k++) {{
     #pragma GCC unroll {b.mr}
     for (int r = 0; r < {b.mr}; r++) {{
@@ -396,11 +422,11 @@ def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False) -> str:
     return head + body + f"""\
 /* The same on the valid mr x nr corner of a block at the target's ragged edge. */
 {attr}static void pt__uedge_{name}(int64_t kc, const {t} *restrict ap, const {t} *restrict bp, {t} *restrict c,
-                             int64_t ldc, int64_t mr, int64_t nr) {{
+                             int64_t ldc, int64_t mr, int64_t nr, int load) {{
   {t} tile[{b.mr} * {b.nr}] = {{0}};
-  for (int64_t r = 0; r < mr; r++)
+  for (int64_t r = 0; r < mr && load; r++)
     for (int64_t q = 0; q < nr; q++) tile[r * {b.nr} + q] = c[r * ldc + q];
-  pt__ukernel_{name}(kc, ap, bp, tile, {b.nr});
+  pt__ukernel_{name}(kc, ap, bp, tile, {b.nr}, 1);
   for (int64_t r = 0; r < mr; r++)
     for (int64_t q = 0; q < nr; q++) c[r * ldc + q] = tile[r * {b.nr} + q];
 }}
@@ -464,6 +490,7 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
             q = f"{flat} / {prefix}s{j}" if j < len(names) - 1 else flat
             out(depth, f"const int64_t {prefix}{j} = {prefix}o{j} + " + (f"{q} % {prefix}n{j};" if j else f"{q};"))
 
+    load = "pt__pc > 0" if c.zero_init else "1"  # the first block of k starts at zero when the nest inits
     kenv = {it: f"pt__k{j}" for j, it in enumerate(c.k)}
     zenv = {it: f"pt__z{j}" for j, it in enumerate(c.batch)}
     guard = () if c.guard is None else (c.guard,)
@@ -559,15 +586,18 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
     scoped(8, {**zenv, c.a: "pt__ic", c.b: "pt__jc + pt__jr"}, (st.target,),
            [f"{t} *pt__c = &{ref(st.target)};",
             f"if (pt__mr == {b.mr} && pt__nr == {b.nr}) "
-            f"pt__ukernel_{kern}(pt__kc, pt__apk, pt__bp + pt__jr * pt__kc, pt__c, {ldc});",
-            f"else pt__uedge_{kern}(pt__kc, pt__apk, pt__bp + pt__jr * pt__kc, pt__c, {ldc}, pt__mr, pt__nr);"])
+            f"pt__ukernel_{kern}(pt__kc, pt__apk, pt__bp + pt__jr * pt__kc, pt__c, {ldc}, {load});",
+            f"else pt__uedge_{kern}(pt__kc, pt__apk, pt__bp + pt__jr * pt__kc, pt__c, {ldc}, pt__mr, pt__nr, {load});"])
     out(7, "}")
     out(6, "}")
     out(5, "}")
     out(4, "}")
     out(3, "} else {  /* no memory for the panels, or a value of L that is not finite: the same sums, k in order */",
-        "  for (int64_t pt__fa = pt__lo; pt__fa < pt__hi; pt__fa++)",
-        "    for (int64_t pt__kf = 0; pt__kf < pt__kn; pt__kf++) {")
+        "  for (int64_t pt__fa = pt__lo; pt__fa < pt__hi; pt__fa++) {")
+    if c.zero_init:
+        out(5, "for (int64_t pt__fb = pt__b0; pt__fb < pt__b1; pt__fb++)")
+        scoped(6, {**zenv, c.a: "pt__fa", c.b: "pt__fb"}, (st.target,), [f"{ref(st.target)} = 0;"])
+    out(5, "for (int64_t pt__kf = 0; pt__kf < pt__kn; pt__kf++) {")
     unflatten(6, c.k, "pt__k", "pt__kf")
     out(6, "for (int64_t pt__fb = pt__b0; pt__fb < pt__b1; pt__fb++) {")
     stmt = assign({**zenv, **kenv, c.a: "pt__fa", c.b: "pt__fb"})
@@ -578,6 +608,7 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
         out(7, *stmt)
     out(6, "}")
     out(5, "}")
+    out(4, "}")
     out(3, "}")
     out(2, "}", "free(pt__aw);", "free(pt__ap);", "free(pt__bp);")
     out(1, "}")
