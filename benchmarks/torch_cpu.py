@@ -3,10 +3,12 @@
     .venv/bin/python benchmarks/torch_cpu.py            # every case
     .venv/bin/python benchmarks/torch_cpu.py --only blur softmax --repeat 5
 
-Each case is compiled once by each backend (compile time reported), checked against eager, then timed
-(median of ``--repeat`` runs after a warm-up).  The table gives the speed-up of polytri over Inductor per
-case and the geometric mean over the cases other than the blur (the issue's criterion).  Absolute times
-drift on a shared machine; the ratios are what to read.
+Each case is compiled once by each backend (compile time reported), checked against eager, then timed:
+``--repeat`` rounds, each running eager, Inductor and polytri in turn (:data:`CALLS` calls each, after a
+warm-up), and the median of every backend's calls.  Interleaving the backends spreads the load of a shared
+machine over all three instead of charging one block of runs with it.  The table gives the speed-up of
+polytri over Inductor per case and the geometric mean over the cases other than the blur (the issue's
+criterion).  Absolute times drift on a shared machine; the ratios are what to read.
 """
 
 from __future__ import annotations
@@ -82,14 +84,22 @@ CASES: dict[str, Callable[[], tuple[Callable[..., Any], tuple[Any, ...]]]] = {
 }
 
 
-def median_ms(fn: Callable[..., Any], args: tuple[Any, ...], repeat: int) -> float:
-    fn(*args)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
+#: Calls of one backend in a row within a round.
+CALLS = 3
+
+
+def median_ms(fns: list[Callable[..., Any]], args: tuple[Any, ...], repeat: int) -> list[float]:
+    """Median time of each function in ms, over ``repeat`` rounds that call each in turn."""
+    times: list[list[float]] = [[] for _ in fns]
+    for fn in fns:
         fn(*args)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+    for _ in range(repeat):
+        for fn, ts in zip(fns, times):
+            for _ in range(CALLS):
+                t0 = time.perf_counter()
+                fn(*args)
+                ts.append(time.perf_counter() - t0)
+    return [statistics.median(ts) * 1e3 for ts in times]
 
 
 def run(only: list[str] | None, repeat: int, threads: int | None = None) -> int:
@@ -117,9 +127,7 @@ def run(only: list[str] | None, repeat: int, threads: int | None = None) -> int:
                 out = poly(*args)
             c_poly = time.perf_counter() - t0
             ok = torch.allclose(out, eager_out, rtol=1e-3, atol=1e-4)
-            t_eager = median_ms(fn, args, repeat)
-            t_ind = median_ms(ind, args, repeat)
-            t_poly = median_ms(poly, args, repeat)
+            t_eager, t_ind, t_poly = median_ms([fn, ind, poly], args, repeat)
         ratio = t_ind / t_poly
         if not name.startswith("blur"):
             ratios.append(ratio)
@@ -143,7 +151,8 @@ def run(only: list[str] | None, repeat: int, threads: int | None = None) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="run the cases whose name contains one of these words")
-    parser.add_argument("--repeat", type=int, default=7, help="timed runs per backend and case")
+    parser.add_argument("--repeat", type=int, default=7,
+                        help=f"timed rounds per case (each runs every backend {CALLS} times)")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads for every backend (default: each backend's own, all cores)")
     args = parser.parse_args(argv)

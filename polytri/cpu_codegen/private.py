@@ -9,8 +9,8 @@ the call) can be replaced, in the body of a loop ``L``, by a buffer declared ins
   is exactly ``L``'s counter: iteration ``c`` of ``L`` touches only the slice ``T[..., c, ...]``, so
   no value of ``T`` crosses iterations (each read's source wrote the same element, hence ran in the
   same iteration, and before the read since the schedule is legal);
-* the slice has constant extents and fits in :data:`MAX_BYTES` (it lives on the stack of the thread
-  running the iteration).
+* the slice has constant extents, and the slices of one loop fit in :data:`MAX_BYTES` together (they
+  live on the stack of the thread running the iteration).
 
 The accesses then drop subscript ``p``: ``T[i][j]`` with ``i = c`` reads ``pt_loc_T[j]``.  The softmax's
 row of exponentials and the partial sums of a row reduction stay in L1 (or in registers) and the
@@ -34,8 +34,8 @@ from ..loop_ast import For, Run, walk
 
 log = logging.getLogger("polytri.cpu")
 
-#: Largest slice kept on a thread's stack (OpenMP threads get at least 2 MiB of stack by default).
-MAX_BYTES = 64 * 1024
+#: Most bytes of local buffers per loop, on the stack of a thread (OpenMP threads get 2 MiB or more).
+MAX_BYTES = 256 * 1024
 
 
 def local_name(array: str) -> str:
@@ -93,6 +93,7 @@ def private_arrays(loop: For, program: Program, candidates: frozenset[str], runs
             if acc.array in candidates:
                 uses.setdefault(acc.array, []).append((st, r.args, acc))
     out: dict[str, int] = {}
+    total = 0
     skip = set(contracted)
     for array, found in uses.items():
         if array in skip:
@@ -115,8 +116,10 @@ def private_arrays(loop: For, program: Program, candidates: frozenset[str], runs
         size = dtypes.dtype(a.dtype).itemsize
         for x in extents:
             size *= max(x or 1, 1)
-        if size > MAX_BYTES:
-            log.info("%s: %s's slice (%d bytes) is too large for a local buffer", program.name, array, size)
+        if total + size > MAX_BYTES:
+            log.info("%s: %s's slice (%d bytes) does not fit in the loop's local buffers", program.name, array,
+                     size)
             continue
+        total += size
         out[array] = p
     return out
