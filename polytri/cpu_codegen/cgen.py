@@ -198,12 +198,14 @@ class _Printer:
     def local_buffers(self, n: For) -> dict[str, int]:
         """The temporaries that can live in buffers local to one iteration of ``n`` (see :mod:`.private`),
         except those a contraction nest inside reads or writes through the packing code."""
-        found = private_arrays(n, self.p, self.opts.scratch - set(self.private), self.runs)
+        candidates = self.opts.scratch - set(self.private)
+        found = private_arrays(n, self.p, candidates, self.runs)
         if found and self.opts.microkernel:
             inner = [c for m in walk(n.body) if isinstance(m, For)
                      for c in [find_contraction(m, self.p, self.exprs.t)] if c is not None]
             kept = {a.array for c in inner for a in (c.statement.target, *accesses(c.statement.value))}
-            found = {a: p for a, p in found.items() if a not in kept}
+            if kept & set(found):  # again without them: the budget of local bytes is theirs no more
+                found = private_arrays(n, self.p, candidates, self.runs, contracted=kept)
         return found
 
     def contraction(self, c: Contraction, depth: int, threads: bool) -> None:
