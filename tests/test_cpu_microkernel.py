@@ -211,7 +211,7 @@ def test_zero_init_folds_into_the_contraction_that_follows(options: dict) -> Non
     assert "/* S0: C[i, j] = 0 */" not in kern.source  # no nest of its own
 
 
-@pytest.mark.parametrize("init, cols", [("C[i, j] = 1", "N"), ("C[i, j] = 0", "N + 1")])
+@pytest.mark.parametrize("init, cols", [("C[i, j] = 1", "N"), ("C[i, j] = -0.0", "N"), ("C[i, j] = 0", "N + 1")])
 def test_inits_that_do_not_match_the_sum_stay_apart(init: str, cols: str) -> None:
     kern = _run_init(_gemm_with_init(init, cols, k=30), dict(M=9, N=70), {})
     assert not any("zero init folded in" in d for d in kern.decisions)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -328,7 +329,9 @@ def zero_init_fuses(init: Statement, c: Contraction, program: Program) -> bool:
     and every sum has at least one term (constant, positive extents of ``k``), so the nest writes each of
     them even where it runs its fallback loops."""
     st = c.statement
-    if not (isinstance(init.value, Const) and init.value.value == 0 and init.target.array == st.target.array):
+    v = init.value.value if isinstance(init.value, Const) else None
+    # +0 only: the registers start at +0, and -0 + -0 is -0 where +0 + -0 is +0
+    if v is None or v != 0 or math.copysign(1.0, v) < 0 or init.target.array != st.target.array:
         return False
     for it in c.k:
         lo, hi = (const_value(e) for e in c.bounds[it])
