@@ -79,8 +79,9 @@ def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], ke
 LANES = {torch.float32: 16, torch.float64: 8}
 
 #: Vectors of partial results when the dimension is long enough (a multiple of this many vectors, at
-#: least four times over; a power of two): independent chains of operations, so that each does not wait
-#: for the latency of the one before (a single chain ran the 2048-wide row sum at a third of the load rate).
+#: least four times over; a power of two): independent chains of operations, where one vector makes every
+#: step wait for the latency of the step before.  With the local buffers of cpu_codegen/private.py, row
+#: sum + amax 2048x2048 went from 0.63x to 1.02x Inductor's speed (interleaved, medians).
 ACCUMULATORS = 4
 
 
