@@ -98,6 +98,8 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
         from .codegen_triton.options import check_gpu_options
         opts = check_gpu_options(target, options)
     verify(prog)
+    temps = opts["temporaries"]  # one name or several
+    opts["temporaries"] = (temps,) if isinstance(temps, str) else tuple(temps or ())
     prog, fusion = _inline_temporaries(prog, opts["temporaries"])
     deps = compute_dependences(prog)
     try:
@@ -133,9 +135,8 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
         kernel = compile_gpu(prog, deps, schedule, ast, target=target, opts=opts, decisions=decisions)
         _dump(prog, deps, schedule, ast, kernel.source, suffix="triton.py")
         return kernel
-    temporaries = [opts["temporaries"]] if isinstance(opts["temporaries"], str) else opts["temporaries"]
     cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"], microkernel=opts["microkernel"],
-                        fma=opts["fma"], scratch=scratch_arrays(prog, temporaries or ()))
+                        fma=opts["fma"], scratch=scratch_arrays(prog, opts["temporaries"]))
     function = f"pt_{prog.name}"
     source, contractions = generate_c(prog, ast, function=function, options=cg)
     decisions += [describe(c) for c in contractions]
@@ -147,9 +148,8 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
     return CpuKernel(prog, schedule, deps, source, library, function, opts, decisions)
 
 
-def _inline_temporaries(prog: Program, temporaries: Any) -> tuple[Program, list[str]]:
+def _inline_temporaries(prog: Program, temps: tuple[str, ...]) -> tuple[Program, list[str]]:
     """Recompute the producers of the arrays declared temporary (option ``temporaries``)."""
-    temps = [temporaries] if isinstance(temporaries, str) else list(temporaries or ())
     unknown = [t for t in temps if t not in {a.name for a in prog.arrays}]
     if unknown:
         raise OptionError(f"option 'temporaries' names {', '.join(map(repr, unknown))}, not arrays of program "

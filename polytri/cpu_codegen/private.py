@@ -34,7 +34,8 @@ from ..loop_ast import For, Run, walk
 
 log = logging.getLogger("polytri.cpu")
 
-#: Most bytes of local buffers per loop, on the stack of a thread (OpenMP threads get 2 MiB or more).
+#: Most bytes of local buffers per loop, on the stack of a thread (8 MiB here, ``ulimit -s``; OpenMP's
+#: threads take ``OMP_STACKSIZE`` where it is set).
 MAX_BYTES = 256 * 1024
 
 

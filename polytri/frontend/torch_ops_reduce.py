@@ -80,8 +80,8 @@ LANES = {torch.float32: 16, torch.float64: 8}
 
 #: Vectors of partial results when the dimension is long enough (a multiple of this many vectors, at
 #: least four times over; a power of two): independent chains of operations, where one vector makes every
-#: step wait for the latency of the step before.  With the local buffers of cpu_codegen/private.py, row
-#: sum + amax 2048x2048 went from 0.63x to 1.02x Inductor's speed (interleaved, medians).
+#: step wait for the latency of the step before.  Row sum + amax 2048x2048, already with the local buffers
+#: of cpu_codegen/private.py, went from 0.63x to 1.02x Inductor's speed (interleaved, medians).
 ACCUMULATORS = 4
 
 
