@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import operator
+import re
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -198,6 +199,15 @@ class SegmentLowering:
         return v if v.ops == 0 else self.stored(v, base)
 
     # -- statements --------------------------------------------------------------------------------
+    def on_gpu(self) -> bool:
+        """Whether the segment is compiled for a Triton target (explicitly, or from the device of the node
+        being lowered)."""
+        target = self.options.target
+        if target is not None:
+            return target in ("nvgpu", "amdgpu")
+        val = self.current.meta.get("val") if self.current is not None else None
+        return getattr(getattr(val, "device", None), "type", "cpu") == "cuda"
+
     def emit(self, target: str, shape: Sequence[str], rhs: Callable[[tuple[str, ...], tuple[str, ...]], str],
              op: str = "=", red: Sequence[str] = (), guard: Sequence[str] = (),
              index: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None,
@@ -211,7 +221,13 @@ class SegmentLowering:
         tidx = target_index(iters, reds) if target_index else index(iters) if index is not None else iters
         text = f"{target}[{', '.join(tidx) if tidx else '0'}] {op} {rhs(iters, reds)}"
         nest = list(zip(iters, shape))
-        loops = (_outer_first(nest) if op == "=" else nest) + list(zip(reds, red))
+        # the CPU shares the outermost loop among threads; a GPU grid takes every parallel loop
+        loops = (_outer_first(nest) if op == "=" and not self.on_gpu() else nest) + list(zip(reds, red))
+        single = [var for var, ext in loops if str(ext).strip() == "1"]
+        if single:  # a loop of one iteration is its iterator at 0: nests then line up whatever their rank
+            at_zero = re.compile(r"\b(" + "|".join(single) + r")\b")
+            text, guard = at_zero.sub("0", text), [at_zero.sub("0", g) for g in guard]
+            loops = [(var, ext) for var, ext in loops if var not in single]
         if not loops:  # a 0-d value: one iteration (the scheduler wants at least one loop)
             loops = [("i0", "1")]
 

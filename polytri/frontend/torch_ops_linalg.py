@@ -37,15 +37,23 @@ def _packed_on_cpu(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, out: tor
             and out in (torch.float32, torch.float64))
 
 
+def _on_tensor_cores(ctx: SegmentLowering, b: Val) -> bool:
+    """Whether the product runs on a Triton target, whose ``tl.dot`` loads its tiles of ``B`` through
+    any strides: a transposed weight (or ``K`` of attention) is read where it is, and the copy would
+    cost a launch of its own."""
+    return b.ops == 0 and ctx.on_gpu()
+
+
 def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val) -> Val:
     """``C[.., i, j] = sum_k A[.., i, k] * B[.., k, j]`` in the order (i, k, j): the innermost loop runs
     along rows of B and C; a B that is not stored row by row (a transposed weight) is copied first, except
-    where the CPU's packed panels read it in place (measured, MLP 256x512-1024-512: 5.5 -> 4.6 ms)."""
+    where the CPU's packed panels or the GPU's ``tl.dot`` tiles read it in place (measured on the CPU, MLP
+    256x512-1024-512: 5.5 -> 4.6 ms)."""
     shape, out = ctx.out(node)
     if not out.is_floating_point:
         raise LoweringError("integer matrix products run in eager")
     a = ctx.readable(a, node.name + "_a")
-    in_place = _rows_contiguous(b) or _packed_on_cpu(ctx, node, a, b, out)
+    in_place = _rows_contiguous(b) or _packed_on_cpu(ctx, node, a, b, out) or _on_tensor_cores(ctx, b)
     b = ctx.readable(b, node.name + "_b") if in_place else ctx.stored(b, node.name + "_b")
     k = a.shape[-1]
     name = ctx.temp(node.name, shape, out)
