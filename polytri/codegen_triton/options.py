@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from .. import dtypes
@@ -12,13 +11,14 @@ from ..errors import OptionError
 from ..ir.program import Program
 from ..loop_ast import Node, build_loop_ast
 from ..schedule.dependences import Dependences
-from ..schedule.legality import is_legal, prove_legal
-from ..schedule.permute import parallel_outward, permute_dimensions
+from ..schedule.legality import prove_legal
+from ..schedule.permute import parallel_outward
 from ..schedule.pluto import FUSION_POLICIES
 from ..schedule.schedule import Schedule
 from .host import launch_chains
 from .kernel import TritonKernel
 from .module import generate_module
+from .nest_fusion import hoist_parallel_loops
 from .target import arch_for, launch_model
 
 log = logging.getLogger("polytri.triton")
@@ -96,53 +96,7 @@ def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any]) -> tupl
     assert best is not None
     _, fuse, (schedule, decisions, ast) = best
     decisions = decisions + [f"GPU: fusion '{fuse}' chosen ({'; '.join(summary)})"]
-    return _hoist_parallel_loops(prog, deps, schedule, decisions, ast)
-
-
-def _hoists(schedule: Schedule) -> list[tuple[int, int]]:
-    """(d, k): distribution dimension ``d`` followed by ``k`` parallel loop dimensions, longest first."""
-    scalar = [d < len(schedule.scalar) and schedule.scalar[d] for d in range(schedule.ndim)]
-    out = []
-    for d in range(schedule.ndim - 1):
-        if not scalar[d]:
-            continue
-        k = 0
-        while d + k + 1 < schedule.ndim and not scalar[d + k + 1] and schedule.parallel[d + k + 1]:
-            k += 1
-        out += [(d, j) for j in range(k, 0, -1)]
-    return out
-
-
-def _hoist_parallel_loops(prog: Program, deps: Dependences, schedule: Schedule, decisions: list[str],
-                          ast: Node) -> tuple[Schedule, list[str], Node]:
-    """Fuse nests under their common outer parallel loop where that is legal: a statement-distribution
-    dimension swapped with the parallel loop dimension inside it (``[s, i] -> [i, s]``), kept when isl
-    proves the result legal, the loop stays parallel and the launches improve (fewer, with no fewer grid
-    loops).  Softmax's three row passes, a matmul's initialization and its product, become one kernel;
-    this is the part of Pluto's maximal fusion a GPU wants, without its search."""
-    chains = launch_chains(ast) or [0]
-    improved = True
-    while improved:
-        improved = False
-        for d, k in _hoists(schedule):
-            order = list(range(schedule.ndim))
-            order[d:d + k + 1] = [*range(d + 1, d + k + 1), d]
-            trial = permute_dimensions(schedule, order, deps)
-            if not all(trial.parallel[d:d + k]) or not is_legal(trial.map, deps):
-                continue
-            trial_ast = build_loop_ast(prog, trial, deps)
-            trial_chains = launch_chains(trial_ast) or [0]
-            if (min(trial_chains), -len(trial_chains)) > (min(chains), -len(chains)):
-                why = (f"GPU: distribution dimension {d} moved below the parallel loop(s) {d + 1}..{d + k}: "
-                       f"{len(trial_chains)} launch(es), grid loops {trial_chains} (was {chains})")
-                log.info("%s: %s", prog.name, why)
-                schedule, ast, chains = replace(trial, bands=()), trial_ast, trial_chains
-                decisions = decisions + [why]
-                improved = True
-                break
-    if any(d.startswith("GPU: distribution dimension") for d in decisions):
-        prove_legal(schedule.map, deps, what=f"{prog.name}: the GPU schedule")
-    return schedule, decisions, ast
+    return hoist_parallel_loops(prog, deps, schedule, decisions, ast)
 
 
 def compile_gpu(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, *, target: str,

@@ -1,0 +1,155 @@
+"""Fusing distributed nests under their common outer parallel loops: fewer GPU launches.
+
+Pluto's smart fusion keeps nests of different depths apart (a product's initialization, the product, its
+epilogue), and each nest with a parallel outer loop becomes a launch of its own.  A GPU wants the opposite
+wherever it keeps the grid: the nests that share their outer parallel loops run in one launch, one after
+the other inside each program.
+
+The transformation works on a distribution dimension ``d`` (a constant per statement) followed by ``k``
+parallel loop dimensions.  The statements' constants at ``d`` are split into consecutive *groups*; a new
+constant dimension (the group number) is inserted before ``d``, and ``d`` moves below the ``k`` loops:
+``[s, i] -> [g(s), i, s]``.  Inserting a non-decreasing function of ``s`` keeps every dependence where it
+was, so only the move can break legality; every candidate is checked with isl (legal, and the ``k`` loops
+still parallel), and the result is proved legal again.  Groups are grown greedily from the first nest:
+a nest joins the current group when the group stays legal and parallel, and starts the next group
+otherwise.  A matmul's initialization, its product and its epilogue become one launch; an MLP's two
+layers stay two (the second product reads whole rows of the first's result); softmax's row passes become
+one.  Fusions that would take a product off ``tl.dot`` are refused: attention's two products stay in
+launches of their own around its softmax (one launch for attention needs the online softmax, not done).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import islpy as isl
+
+from ..ir.program import Program
+from ..loop_ast import Node, build_loop_ast
+from ..schedule.dependences import Dependences
+from ..schedule.legality import is_legal, prove_legal
+from ..schedule.permute import permute_dimensions
+from ..schedule.schedule import Schedule, parallel_dimensions
+from .host import dot_contractions, launch_chains
+
+log = logging.getLogger("polytri.triton")
+
+
+def _hoists(schedule: Schedule) -> list[tuple[int, int]]:
+    """(d, k): distribution dimension ``d`` followed by ``k`` parallel loop dimensions, longest first."""
+    scalar = [d < len(schedule.scalar) and schedule.scalar[d] for d in range(schedule.ndim)]
+    out = []
+    for d in range(schedule.ndim - 1):
+        if not scalar[d]:
+            continue
+        k = 0
+        while d + k + 1 < schedule.ndim and not scalar[d + k + 1] and schedule.parallel[d + k + 1]:
+            k += 1
+        out += [(d, j) for j in range(k, 0, -1)]
+    return out
+
+
+def _constants(schedule: Schedule, d: int) -> dict[str, int]:
+    """Each statement's value of the distribution dimension ``d``."""
+    out: dict[str, int] = {}
+
+    def one(m: isl.Map) -> None:
+        val = m.range().plain_get_val_if_fixed(isl.dim_type.set, d)
+        assert not val.is_nan(), f"time dimension {d} is not a constant of {m.get_tuple_name(isl.dim_type.in_)}"
+        out[m.get_tuple_name(isl.dim_type.in_)] = val.to_python()
+    schedule.map.foreach_map(one)
+    return out
+
+
+def grouped(schedule: Schedule, d: int, group_of: dict[str, int], deps: Dependences) -> Schedule:
+    """``schedule`` with a constant dimension inserted before ``d``: statement ``S`` at ``group_of[S]``
+    (non-decreasing in the value of ``d``, so the order of the instances is unchanged)."""
+    maps: list[isl.Map] = []
+
+    def one(m: isl.Map) -> None:
+        g = group_of[m.get_tuple_name(isl.dim_type.in_)]
+        maps.append(m.insert_dims(isl.dim_type.out, d, 1).fix_val(isl.dim_type.out, d, isl.Val.int_from_si(m.get_ctx(), g)))
+    schedule.map.foreach_map(one)
+    new_map = isl.UnionMap.from_map(maps[0])
+    for m in maps[1:]:
+        new_map = new_map.union(isl.UnionMap.from_map(m))
+    scalar = schedule.scalar[:d] + (True,) + schedule.scalar[d:] if schedule.scalar else ()
+    rows = (schedule.rows[:d] + ({s: str(g) for s, g in group_of.items()},) + schedule.rows[d:]
+            if schedule.rows else ())
+    return replace(schedule, map=new_map, parallel=parallel_dimensions(new_map, deps), scalar=scalar, rows=rows,
+                   bands=())
+
+
+def _hoisted(schedule: Schedule, d: int, k: int, groups: list[list[int]], deps: Dependences) -> Schedule | None:
+    """The schedule with the nests of each group fused below the ``k`` parallel loops after ``d``, or
+    ``None`` where that is illegal or serializes one of those loops."""
+    number = {v: g for g, vals in enumerate(groups) for v in vals}
+    group_of = {s: number[v] for s, v in _constants(schedule, d).items()}
+    trial = grouped(schedule, d, group_of, deps)
+    # the old dimension d is now d + 1: move it below the k loops after it
+    order = list(range(trial.ndim))
+    order[d + 1:d + k + 2] = [*range(d + 2, d + k + 2), d + 1]
+    trial = permute_dimensions(trial, order, deps)
+    if not all(trial.parallel[d + 1:d + k + 1]) or not is_legal(trial.map, deps):
+        return None
+    return trial
+
+
+def _greedy_groups(schedule: Schedule, d: int, k: int, deps: Dependences) -> tuple[list[list[int]], Schedule] | None:
+    """The groups grown from the first nest (see the module's docstring) and their schedule, or ``None``
+    where no two nests fuse."""
+    values = sorted(set(_constants(schedule, d).values()))
+    groups: list[list[int]] = []
+    current = [values[0]]
+    best: Schedule | None = None
+    for v in values[1:]:
+        trial = _hoisted(schedule, d, k, [*groups, current + [v], *([w] for w in values if w > v)], deps)
+        if trial is not None:
+            current.append(v)
+            best = trial
+        else:
+            groups.append(current)
+            current = [v]
+    groups.append(current)
+    if best is None:
+        return None
+    final = _hoisted(schedule, d, k, groups, deps)  # checked again: a later group could have broken one
+    return (groups, final) if final is not None else None
+
+
+def hoist_parallel_loops(prog: Program, deps: Dependences, schedule: Schedule, decisions: list[str],
+                         ast: Node) -> tuple[Schedule, list[str], Node]:
+    """Fuse nests under their common outer parallel loops where that is legal and the launches improve:
+    the most grid loops in the launch that has the fewest, then the fewest launches, and no contraction
+    loses its ``tl.dot`` (its row and column loops stay the launch's innermost grid loops).  Each round tries
+    every distribution dimension and number of loops, and keeps the best; rounds go on while one
+    improves."""
+    chains = launch_chains(ast) or [0]
+    dots = dot_contractions(ast, prog)
+    while True:
+        best = None
+        for d, k in _hoists(schedule):
+            found = _greedy_groups(schedule, d, k, deps)
+            if found is None:
+                continue
+            groups, trial = found
+            trial_ast = build_loop_ast(prog, trial, deps)
+            trial_chains = launch_chains(trial_ast) or [0]
+            key = (min(trial_chains), -len(trial_chains))
+            if dot_contractions(trial_ast, prog) < dots:
+                continue  # a product that ran on tl.dot would run as scalar sums: slower than a launch more
+            if key > (min(chains), -len(chains)) and (best is None or key > best[0]):
+                best = (key, d, k, groups, trial, trial_ast, trial_chains)
+        if best is None:
+            break
+        _, d, k, groups, schedule, ast, trial_chains = best
+        shown = " | ".join(",".join(str(v) for v in g) for g in groups)
+        why = (f"GPU: nests fused below the parallel loop(s) {d + 1}..{d + k} by their distribution dimension "
+               f"{d} (groups {shown}): {len(trial_chains)} launch(es), grid loops {trial_chains} (was {chains})")
+        log.info("%s: %s", prog.name, why)
+        decisions = decisions + [why]
+        chains = trial_chains
+    if any(d.startswith("GPU: nests fused") for d in decisions):
+        prove_legal(schedule.map, deps, what=f"{prog.name}: the GPU schedule")
+    return schedule, decisions, ast
