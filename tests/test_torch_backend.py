@@ -306,3 +306,14 @@ def test_arguments_are_checked_once_per_signature(monkeypatch: pytest.MonkeyPatc
     torch.testing.assert_close(g(z), f(z))  # same signature, other memory
     assert len(checked) == 2
     assert len(unchecked) >= 5  # the checked calls above also run through call_unchecked
+
+
+def test_explain_twice_reports_the_kernels_again() -> None:
+    """Dynamo caches compiled frames per code object: a second pt.explain of the same function must still
+    compile and report (it used to report no kernel)."""
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, -1)
+    x = torch.randn(4, 8)
+    first, second = pt.explain(f, x), pt.explain(f, x)
+    assert len(first.kernels) == len(second.kernels) == 1
+    assert first.kernels[0].source == second.kernels[0].source

@@ -96,23 +96,37 @@ def _hoisted(schedule: Schedule, d: int, k: int, groups: list[list[int]], deps: 
     return trial
 
 
-def _greedy_groups(schedule: Schedule, d: int, k: int, deps: Dependences) -> tuple[list[list[int]], Schedule] | None:
+def _launches(prog: Program, schedule: Schedule, deps: Dependences) -> tuple[Node, list[int], int]:
+    """The loop AST of ``schedule``, the grid loops of each of its launches and its products on tl.dot."""
+    ast = build_loop_ast(prog, schedule, deps)
+    return ast, launch_chains(ast) or [0], dot_contractions(ast, prog)
+
+
+def _greedy_groups(prog: Program, schedule: Schedule, d: int, k: int, deps: Dependences,
+                   floor: tuple[int, int]) -> tuple[list[list[int]], Schedule] | None:
     """The groups grown from the first nest (see the module's docstring) and their schedule, or ``None``
-    where no two nests fuse."""
+    where no two nests fuse.  A nest joins a group where the result is legal, keeps the ``k`` loops
+    parallel, and keeps ``floor``: at least as many grid loops in the poorest launch and as many products
+    on tl.dot (nests whose inner loops differ, fused below their shared outer loop only, would lose grid
+    loops)."""
     values = sorted(set(_constants(schedule, d).values()))
     groups: list[list[int]] = []
     current = [values[0]]
-    best: Schedule | None = None
+    fused = False
     for v in values[1:]:
         trial = _hoisted(schedule, d, k, [*groups, current + [v], *([w] for w in values if w > v)], deps)
+        keeps = False
         if trial is not None:
+            _, chains, dots = _launches(prog, trial, deps)
+            keeps = min(chains) >= floor[0] and dots >= floor[1]
+        if keeps:
             current.append(v)
-            best = trial
+            fused = True
         else:
             groups.append(current)
             current = [v]
     groups.append(current)
-    if best is None:
+    if not fused:
         return None
     final = _hoisted(schedule, d, k, groups, deps)  # checked again: a later group could have broken one
     return (groups, final) if final is not None else None
@@ -130,20 +144,19 @@ def hoist_parallel_loops(prog: Program, deps: Dependences, schedule: Schedule, d
     while True:
         best = None
         for d, k in _hoists(schedule):
-            found = _greedy_groups(schedule, d, k, deps)
+            found = _greedy_groups(prog, schedule, d, k, deps, (min(chains), dots))
             if found is None:
                 continue
             groups, trial = found
-            trial_ast = build_loop_ast(prog, trial, deps)
-            trial_chains = launch_chains(trial_ast) or [0]
-            key = (min(trial_chains), -len(trial_chains))
-            if dot_contractions(trial_ast, prog) < dots:
+            trial_ast, trial_chains, trial_dots = _launches(prog, trial, deps)
+            if trial_dots < dots:
                 continue  # a product that ran on tl.dot would run as scalar sums: slower than a launch more
+            key = (min(trial_chains), -len(trial_chains))
             if key > (min(chains), -len(chains)) and (best is None or key > best[0]):
-                best = (key, d, k, groups, trial, trial_ast, trial_chains)
+                best = (key, d, k, groups, trial, trial_ast, trial_chains, trial_dots)
         if best is None:
             break
-        _, d, k, groups, schedule, ast, trial_chains = best
+        _, d, k, groups, schedule, ast, trial_chains, dots = best
         shown = " | ".join(",".join(str(v) for v in g) for g in groups)
         why = (f"GPU: nests fused below the parallel loop(s) {d + 1}..{d + k} by their distribution dimension "
                f"{d} (groups {shown}): {len(trial_chains)} launch(es), grid loops {trial_chains} (was {chains})")

@@ -15,7 +15,7 @@ from ..schedule.legality import prove_legal
 from ..schedule.permute import parallel_outward
 from ..schedule.pluto import FUSION_POLICIES
 from ..schedule.schedule import Schedule
-from .host import launch_chains
+from .host import dot_contractions, launch_chains
 from .kernel import TritonKernel
 from .module import generate_module
 from .nest_fusion import hoist_parallel_loops
@@ -75,9 +75,9 @@ def _candidate(prog: Program, deps: Dependences, opts: dict[str, Any], fuse: str
 def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any]) -> tuple[Schedule, list[str], Node]:
     """The schedule (untiled: kernels block their parallel loops themselves), with the band order that puts
     parallel loops outward, and its loop AST.  ``fuse='auto'`` compares Pluto's smart fusion and no
-    fusion by the launches they make: most grid loops in the launch with fewest, then fewest launches,
-    then most grid loops in the launch with most (fusion that serializes a parallel loop loses to
-    separate kernels)."""
+    fusion by the launches they make: most contractions on ``tl.dot``, then most grid loops in the launch
+    with fewest, then fewest launches, then most grid loops in the launch with most (fusion that
+    serializes a parallel loop, or takes a product off the tensor cores, loses to separate kernels)."""
     if opts["fuse"] != "auto":
         return _candidate(prog, deps, opts, opts["fuse"])
     if opts["schedule"] == "original":
@@ -89,8 +89,9 @@ def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any]) -> tupl
     for fuse in ("smart", "none"):
         cand = _candidate(prog, deps, opts, fuse)
         chains = launch_chains(cand[2]) or [0]
-        key = (min(chains), -len(chains), max(chains))
-        summary.append(f"'{fuse}': {len(chains)} launch(es), grid loops {chains}")
+        dots = dot_contractions(cand[2], prog)
+        key = (dots, min(chains), -len(chains), max(chains))
+        summary.append(f"'{fuse}': {len(chains)} launch(es), grid loops {chains}, {dots} product(s) on tl.dot")
         if best is None or key > best[0]:
             best = (key, fuse, cand)
     assert best is not None

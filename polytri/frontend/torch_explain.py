@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +47,27 @@ class ExplainReport:
         return "\n".join(lines)
 
 
+_CALLS = itertools.count()
+
+
+def _fresh_frame(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with a code object of its own.  Dynamo caches compiled frames on their code object, whatever
+    the backend: explaining ``fn`` a second time would run the first compilation and report nothing.  A
+    plain function is copied (its globals stay its module's); anything else (a module, a bound method)
+    is called from a new function."""
+    name = f"pt_explain_{next(_CALLS)}"
+    if isinstance(fn, types.FunctionType):
+        copy = types.FunctionType(fn.__code__.replace(co_name=name), fn.__globals__, fn.__name__,
+                                  fn.__defaults__, fn.__closure__)
+        copy.__kwdefaults__ = fn.__kwdefaults__
+        return copy
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+    call.__code__ = call.__code__.replace(co_name=name)
+    return call
+
+
 def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, Any] | None = None,
             **kwargs: Any) -> ExplainReport:
     """Compile ``fn`` for ``args`` with polytri (a fresh compilation) and report what happened."""
@@ -54,7 +77,7 @@ def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, An
     with _LOCK:
         _RECORDERS.append(records)
     try:
-        compiled = torch.compile(fn, backend=PolytriBackend(compile_options))
+        compiled = torch.compile(_fresh_frame(fn), backend=PolytriBackend(compile_options))
         result = compiled(*args, **kwargs)
     finally:
         with _LOCK:
