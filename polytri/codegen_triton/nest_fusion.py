@@ -11,8 +11,8 @@ constant dimension (the group number) is inserted before ``d``, and ``d`` moves 
 ``[s, i] -> [g(s), i, s]``.  Inserting a non-decreasing function of ``s`` keeps every dependence where it
 was, so only the move can break legality; every candidate is checked with isl (legal, and the ``k`` loops
 still parallel), and the result is proved legal again.  Groups are grown greedily from the first nest:
-a nest joins the current group when the group stays legal and parallel, and starts the next group
-otherwise.  A matmul's initialization, its product and its epilogue become one launch; an MLP's two
+a nest joins the current group when the group stays legal and parallel, the poorest launch keeps its
+grid loops and every product its ``tl.dot``; otherwise it starts the next group.  A matmul's initialization, its product and its epilogue become one launch; an MLP's two
 layers stay two (the second product reads whole rows of the first's result); softmax's row passes become
 one.  Fusions that would take a product off ``tl.dot`` are refused: attention's two products stay in
 launches of their own around its softmax (one launch for attention needs the online softmax, not done).
@@ -69,7 +69,8 @@ def grouped(schedule: Schedule, d: int, group_of: dict[str, int], deps: Dependen
 
     def one(m: isl.Map) -> None:
         g = group_of[m.get_tuple_name(isl.dim_type.in_)]
-        maps.append(m.insert_dims(isl.dim_type.out, d, 1).fix_val(isl.dim_type.out, d, isl.Val.int_from_si(m.get_ctx(), g)))
+        at_g = isl.Val.int_from_si(m.get_ctx(), g)
+        maps.append(m.insert_dims(isl.dim_type.out, d, 1).fix_val(isl.dim_type.out, d, at_g))
     schedule.map.foreach_map(one)
     new_map = isl.UnionMap.from_map(maps[0])
     for m in maps[1:]:
