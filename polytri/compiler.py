@@ -220,10 +220,10 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
 
 def _parallelism_lost(prog: Program, ours: Node, theirs: Node) -> str | None:
     """Why the loop AST ``ours`` runs some statement with its outermost parallel loop deeper than the
-    input order's AST ``theirs`` does (or with none where the input order has one), or ``None``.  A skewed band pays off only through
-    tiling with wavefronts; untiled (or where tiling does not pay yet, see _tiling_pays) a skew just
-    removes the input order's parallelism.  (Counting parallel loops instead would reject fusing a
-    4 x 4 nest into one loop of 16 iterations.)"""
+    input order's AST ``theirs`` does (or with none where the input order has one), or ``None``.  A skewed
+    band pays off only through tiling with wavefronts; untiled (or where tiling does not pay yet, see
+    _tiling_pays) a skew just removes the input order's parallelism.  (Counting parallel loops instead
+    would reject fusing a 4 x 4 nest into one loop of 16 iterations.)"""
     def first_parallel(places: list[tuple[bool, ...]]) -> float:
         return max(next((k for k, par in enumerate(p) if par), math.inf) for p in places)
     mine = {n: first_parallel(p) for n, p in enclosing_loops(ours).items()}

@@ -8,6 +8,7 @@ IR's expression nodes; the loop AST adds the operators ``and`` and ``or`` to :cl
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 import islpy as isl
@@ -203,6 +204,11 @@ def enclosing_loops(n: Node, outer: tuple[bool, ...] = ()) -> dict[str, list[tup
         for name, places in enclosing_loops(c, outer).items():
             out.setdefault(name, []).extend(places)
     return out
+
+
+def run_counts(n: Node) -> Counter[str]:
+    """How many places of the AST ``n`` run each statement."""
+    return Counter(r.statement for r in walk(n) if isinstance(r, Run))
 
 
 def walk(n: Node):

@@ -23,8 +23,7 @@ from ..ir.program import Program
 from ..ir.types import program_typer
 from ..loop_ast import Block, For, If, Node, Run, isl_expr, walk
 from ..schedule.schedule import Schedule
-from .kgen import KernelSpec, kernel_parameters, upper_exclusive
-from .reduction import find_contraction, find_reduction
+from .kgen import KernelSpec, dot_contractions_in, kernel_parameters, upper_exclusive
 from .texpr import index_text, user
 
 log = logging.getLogger("polytri.triton")
@@ -103,8 +102,7 @@ def launch_chains(n: Node) -> list[int]:
 
 def dot_contractions(n: Node, program: Program) -> int:
     """Number of contractions that the launches of ``n`` compute with ``tl.dot``: those whose row and
-    column loops are the two innermost grid loops of their launch (as :func:`generate_module` finds
-    them)."""
+    column loops are the two innermost grid loops of their launch."""
     if isinstance(n, Block):
         return sum(dot_contractions(m, program) for m in n.body)
     if isinstance(n, If):
@@ -113,10 +111,8 @@ def dot_contractions(n: Node, program: Program) -> int:
         chain = grid_chain(n)
         if len(chain) < 2:
             return 0
-        typer = program_typer(program)
-        return sum(1 for m in walk(chain[-1].body) if isinstance(m, For) and m.innermost
-                   and (red := find_reduction(m, program)) is not None
-                   and find_contraction(red, typer, chain[-2].var, chain[-1].var) is not None)
+        return len(dot_contractions_in(chain[-1].body, program, program_typer(program), chain[-2].var,
+                                       chain[-1].var))
     if isinstance(n, For):
         return dot_contractions(n.body, program)
     return 0

@@ -494,12 +494,14 @@ def kernel_parameters(program: Program, spec: KernelSpec) -> list[str]:
     return out
 
 
-def contains_contraction(body: Node, program: Program, typer: Typer, rows: str, cols: str) -> int | None:
-    """Element size of the ``tl.dot`` operands of the first contraction in ``body``, or ``None``."""
+def dot_contractions_in(body: Node, program: Program, typer: Typer, rows: str, cols: str) -> list[Contraction]:
+    """The contractions in ``body`` that a launch whose two innermost grid loops are ``rows`` and ``cols``
+    computes with ``tl.dot``."""
+    out = []
     for n in walk(body):
         if isinstance(n, For) and n.innermost:
             red = find_reduction(n, program)
             con = find_contraction(red, typer, rows, cols) if red else None
             if con is not None:
-                return con.operand.itemsize
-    return None
+                out.append(con)
+    return out

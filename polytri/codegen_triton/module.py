@@ -28,7 +28,7 @@ from ..ir.types import program_typer
 from ..loop_ast import For, Node, walk
 from ..schedule.schedule import Schedule
 from .host import HostPlanner, Launch
-from .kgen import KernelPrinter, contains_contraction
+from .kgen import KernelPrinter, dot_contractions_in
 from .target import LaunchModel
 from .texpr import HELPERS
 
@@ -47,7 +47,7 @@ def generate_module(program: Program, ast: Node, schedule: Schedule, model: Laun
 
     def sides(chain, body) -> tuple[int, ...]:
         if len(chain) >= 2:
-            if contains_contraction(body, program, typer, chain[-2].var, chain[-1].var):
+            if dot_contractions_in(body, program, typer, chain[-2].var, chain[-1].var):
                 return model.dot_block[:2]
             return model.block
         if any(isinstance(n, For) for n in walk(body)):

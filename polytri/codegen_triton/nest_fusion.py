@@ -62,7 +62,7 @@ def _constants(schedule: Schedule, d: int) -> dict[str, int]:
     return out
 
 
-def grouped(schedule: Schedule, d: int, group_of: dict[str, int], deps: Dependences) -> Schedule:
+def _grouped(schedule: Schedule, d: int, group_of: dict[str, int], deps: Dependences) -> Schedule:
     """``schedule`` with a constant dimension inserted before ``d``: statement ``S`` at ``group_of[S]``
     (non-decreasing in the value of ``d``, so the order of the instances is unchanged)."""
     maps: list[isl.Map] = []
@@ -87,7 +87,7 @@ def _hoisted(schedule: Schedule, d: int, k: int, groups: list[list[int]], deps: 
     ``None`` where that is illegal or serializes one of those loops."""
     number = {v: g for g, vals in enumerate(groups) for v in vals}
     group_of = {s: number[v] for s, v in _constants(schedule, d).items()}
-    trial = grouped(schedule, d, group_of, deps)
+    trial = _grouped(schedule, d, group_of, deps)
     # the old dimension d is now d + 1: move it below the k loops after it
     order = list(range(trial.ndim))
     order[d + 1:d + k + 2] = [*range(d + 2, d + k + 2), d + 1]

@@ -15,7 +15,7 @@ from ..ir.affine import const_value
 from ..ir.expr import Access, Binary, Expr, Var, accesses, var_names
 from ..ir.program import Program, Statement
 from ..ir.types import program_typer
-from ..loop_ast import Block, For, If, Node, Run, walk
+from ..loop_ast import Block, For, If, Node, Run, run_counts, walk
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
 from .contraction import (
     Contraction,
@@ -149,11 +149,14 @@ class _Printer:
         found = self.find_contraction(second)
         if found is None:
             return False
-        inits = Counter(r.statement for r in walk(first) if isinstance(r, Run))
-        sums = Counter(r.statement for r in walk(second) if isinstance(r, Run))
-        whole = all(self.runs[s] == n for s, n in (inits | sums).items())  # run nowhere else
-        return (len(inits) == 1 and list(sums) == [found.statement.name] and whole
+        inits = run_counts(first)
+        sums = run_counts(second)
+        return (len(inits) == 1 and list(sums) == [found.statement.name] and self.only_here(inits | sums)
                 and zero_init_fuses(self.p.statement(next(iter(inits))), found, self.p))
+
+    def only_here(self, counts: Counter[str]) -> bool:
+        """Whether the statements counted in ``counts`` (from part of the AST) run nowhere else."""
+        return all(self.runs[s] == n for s, n in counts.items())
 
     def find_contraction(self, n: For) -> Contraction | None:
         """The contraction nest rooted at ``n``: three loops, or a whole nest of its own computing every
@@ -167,8 +170,8 @@ class _Printer:
             return None
         found = find_contraction(n, self.p, self.exprs.t)
         if found is None and not self.counters:
-            runs = Counter(r.statement for r in walk(n) if isinstance(r, Run))
-            if len(runs) == 1 and runs == Counter({s: self.runs[s] for s in runs}):
+            runs = run_counts(n)
+            if len(runs) == 1 and self.only_here(runs):
                 found = find_domain_contraction(self.p.statement(next(iter(runs))), self.p, self.exprs.t)
         return found
 
@@ -305,7 +308,7 @@ def generate_c(program: Program, ast: Node, *, function: str,
     """The complete C source of ``program`` scanned by ``ast``, as function ``function``, and the
     contraction nests it computes with the micro-kernel."""
     pr = _Printer(program, options, function)
-    pr.runs = Counter(r.statement for r in walk(ast) if isinstance(r, Run))
+    pr.runs = run_counts(ast)
     pr.emit(1, "const int pt__threads = pt__num_threads > 0 ? pt__num_threads : omp_get_max_threads();"
             " (void)pt__threads;" if options.openmp else "(void)pt__num_threads;")
     for line in _array_views(program):

@@ -30,7 +30,7 @@ from .. import dtypes
 from ..ir.affine import const_value, linear
 from ..ir.expr import Access, accesses, substitute
 from ..ir.program import Program, Statement
-from ..loop_ast import For, Run, walk
+from ..loop_ast import For, Run, run_counts, walk
 
 log = logging.getLogger("polytri.cpu")
 
@@ -84,7 +84,7 @@ def private_arrays(loop: For, program: Program, candidates: frozenset[str], runs
     statement's instances in the whole loop AST; ``contracted`` are arrays that keep their storage."""
     if not candidates:
         return {}
-    inside = Counter(r.statement for r in walk(loop.body) if isinstance(r, Run))
+    inside = run_counts(loop.body)
     uses: dict[str, list[tuple[Statement, tuple, Access]]] = {}
     for r in walk(loop.body):
         if not isinstance(r, Run):
@@ -116,7 +116,7 @@ def private_arrays(loop: For, program: Program, candidates: frozenset[str], runs
             continue
         size = dtypes.dtype(a.dtype).itemsize
         for x in extents:
-            size *= max(x or 1, 1)
+            size *= max(x, 1)
         if total + size > MAX_BYTES:
             log.info("%s: %s's slice (%d bytes) does not fit in the loop's local buffers", program.name, array,
                      size)

@@ -22,7 +22,7 @@ import torch.fx as fx
 
 from ..errors import PolytriError
 from ..ir.builder import ProgramBuilder
-from .torch_options import TorchOptions
+from .torch_options import TorchOptions, default_target
 from .torch_symbolic import size_text
 from .torch_values import LoweringError, Val, array_val, pt_dtype
 
@@ -199,14 +199,17 @@ class SegmentLowering:
         return v if v.ops == 0 else self.stored(v, base)
 
     # -- statements --------------------------------------------------------------------------------
-    def on_gpu(self) -> bool:
-        """Whether the segment is compiled for a Triton target (explicitly, or from the device of the node
-        being lowered)."""
-        target = self.options.target
-        if target is not None:
-            return target in ("nvgpu", "amdgpu")
+    def target(self) -> str:
+        """The target the segment is compiled for: the explicit one, or the one of the device of the node
+        being lowered (as the runtime chooses it)."""
+        if self.options.target is not None:
+            return self.options.target
         val = self.current.meta.get("val") if self.current is not None else None
-        return getattr(getattr(val, "device", None), "type", "cpu") == "cuda"
+        return default_target([val.device] if hasattr(val, "device") else [])
+
+    def on_gpu(self) -> bool:
+        """Whether the segment is compiled for a Triton target."""
+        return self.target() != "cpu"
 
     def emit(self, target: str, shape: Sequence[str], rhs: Callable[[tuple[str, ...], tuple[str, ...]], str],
              op: str = "=", red: Sequence[str] = (), guard: Sequence[str] = (),

@@ -28,12 +28,11 @@ def _rows_contiguous(v: Val) -> bool:
     return v.ops == 0 and (text.endswith(f", {probe[-1]}]") or text.endswith(f"[{probe[-1]}]"))
 
 
-def _packed_on_cpu(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, out: torch.dtype) -> bool:
+def _packed_on_cpu(ctx: SegmentLowering, a: Val, b: Val, out: torch.dtype) -> bool:
     """Whether the CPU generator is expected to pack this product's panels, which read ``B`` in whatever
     layout it has: a float32 or float64 product on the CPU under the default fusion policy, which gives it
     a nest of its own.  Where it is not packed after all, ``B`` is read across rows: slower, still exact."""
-    return (ctx.options.target in (None, "cpu") and ctx.options.fuse in (None, "outer")
-            and node.meta["val"].device.type == "cpu" and a.dtype == b.dtype == out
+    return (ctx.target() == "cpu" and ctx.options.fuse in (None, "outer") and a.dtype == b.dtype == out
             and out in (torch.float32, torch.float64))
 
 
@@ -53,7 +52,7 @@ def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val) -> Val:
     if not out.is_floating_point:
         raise LoweringError("integer matrix products run in eager")
     a = ctx.readable(a, node.name + "_a")
-    in_place = _rows_contiguous(b) or _packed_on_cpu(ctx, node, a, b, out) or _on_tensor_cores(ctx, b)
+    in_place = _rows_contiguous(b) or _packed_on_cpu(ctx, a, b, out) or _on_tensor_cores(ctx, b)
     b = ctx.readable(b, node.name + "_b") if in_place else ctx.stored(b, node.name + "_b")
     k = a.shape[-1]
     name = ctx.temp(node.name, shape, out)
