@@ -105,8 +105,50 @@ def test_rows_of_a_softmax_share_one_parallel_loop_with_a_nest_per_pass_below() 
     s = pluto_schedule(prog, deps, fuse="outer")
     assert is_legal(s.map, deps)
     assert not s.scalar[0] and s.parallel[0] and set(s.rows[0].values()) == {"i"}, s.rows
-    assert s.scalar[1] and len(set(s.rows[1].values())) == len(prog.statements), s.rows  # one nest each
+    nest = s.rows[1]
+    assert s.scalar[1], s.rows
+    # a nest per dependent pass (max, exp, sum, normalize); the two inits depend on nothing: one nest
+    assert len({nest[n] for n in ("S1", "S2", "S4", "S5")}) == 4 and nest["S0"] == nest["S3"], s.rows
+    assert nest["S0"] not in {nest[n] for n in ("S1", "S2", "S4", "S5")}, s.rows
     assert any("shared by the statements" in d for d in s.decisions), s.decisions
+
+
+def row_sum_and_max() -> pt.Program:
+    """Two reductions of the same rows, then their sum (the fusion issue's row reductions)."""
+    p = pt.Program("row_sum_max", params=["N", "M"])
+    p.array("X", ("N", "M"))
+    p.array("s", ("N",))
+    p.array("mx", ("N",))
+    p.array("Y", ("N",))
+    with p.loop("i", 0, "N"):
+        p.assign("s[i] = 0.0")
+        with p.loop("j", 0, "M"):
+            p.assign("s[i] += X[i, j]")
+        p.assign("mx[i] = X[i, 0]")
+        with p.loop("j", 0, "M"):
+            p.assign("mx[i] = max(mx[i], X[i, j])")
+        p.assign("Y[i] = s[i] + mx[i]")
+    return p
+
+
+def test_independent_reductions_of_a_row_share_one_pass() -> None:
+    prog = to_program(row_sum_and_max())
+    s = pluto_schedule(prog, compute_dependences(prog), fuse="outer")
+    assert is_legal(s.map, compute_dependences(prog))
+    nest = s.rows[1]
+    assert s.scalar[1], s.rows
+    assert nest["S1"] == nest["S3"] and nest["S0"] == nest["S2"], s.rows  # the sums and the maxes together
+    assert len({nest["S0"], nest["S1"], nest["S4"]}) == 3, s.rows  # inits, then the pass, then the result
+    assert any("independent ones of one depth together" in d for d in s.decisions), s.decisions
+
+
+@pytest.mark.cc
+def test_one_pass_row_reductions_equal_the_reference() -> None:
+    k = run_both(row_sum_and_max(), {"N": 5, "M": 37}, {"fuse": "outer", "schedule": "pluto"})
+    body = k.source[k.source.index("#pragma omp for"):k.source.index("void pt_row_sum_max(")]
+    assert body.count("for (int64_t") == 2, body  # the rows, and one loop over each row for both reductions
+    inner = body[body.index("for (int64_t c2"):]
+    assert "S1:" in inner and "S3:" in inner, body
 
 
 @pytest.mark.cc

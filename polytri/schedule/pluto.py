@@ -12,8 +12,9 @@ the graph of the remaining dependences (a scalar dimension), as the fusion polic
 * ``max``: cut only when no hyperplane can be found;
 * ``smart`` (default): also cut at the start between components of different loop depths;
 * ``none``: cut between all components at the start (one nest per component);
-* ``outer``: fuse the outermost parallel loops of all statements, then one nest per component below
-  them (the rows of a softmax or a layer norm: each row's passes run while the row is in cache).  A
+* ``outer``: fuse the outermost parallel loops of all statements, then distribute the components below
+  them, independent components of one loop depth in one nest (the rows of a softmax or a layer norm:
+  each row's passes run while the row is in cache; a row's sum and maximum share one pass).  A
   statement of contraction form (:mod:`polytri.ir.contraction`) keeps a nest of its own, which the C
   generator computes with packed panels.  Without a loop that every other statement shares and along
   which no dependence has a distance, as ``smart`` after that cut.
@@ -237,6 +238,31 @@ def _components_in_order(program: Program, g: nx.DiGraph) -> list[list[str]]:
     return [members[c] for c in topo]
 
 
+def _passes_shared(program: Program, comps: list[list[str]], pieces: list[isl.BasicMap]) -> list[list[str]]:
+    """Gather components (in topological order) into groups for a cut below loops the statements share.
+
+    A component joins the earliest group of statements of its loop depth that comes after every group
+    holding a component it depends on; otherwise it opens a group at the end.  No dependence then links
+    two components of one group, so the bands found below hold for each of them as they would alone,
+    and independent passes over the same data (a row's sum and its max) run in one loop: the data is
+    read once.  Moving a component ahead of later groups is legal: those groups do not depend on it
+    (they come before it in the topological order, or are unrelated to it)."""
+    depth = {s.name: len(s.iterators) for s in program.statements}
+    where: dict[str, int] = {}
+    groups: list[list[str]] = []
+    preds = _dep_graph(program, pieces).pred
+    for comp in comps:
+        after = max((where[p] for n in comp for p in preds[n] if p not in comp), default=-1)
+        d = max(depth[n] for n in comp)
+        k = next((k for k in range(after + 1, len(groups)) if max(depth[n] for n in groups[k]) == d), None)
+        if k is None:
+            groups.append([])
+            k = len(groups) - 1
+        groups[k].extend(comp)
+        where.update((n, k) for n in comp)
+    return groups
+
+
 def _cut(state: _State, groups: list[list[str]], why: str) -> None:
     """Add a scalar dimension placing each group of statements after the previous groups."""
     consts = {n: k for k, grp in enumerate(groups) for n in grp}
@@ -340,8 +366,9 @@ def _fuse_outer(state: _State, pieces: list[isl.BasicMap], bounds: isl.BasicSet)
     pieces = _uncarried(pieces, band, program)
     comps = _components_in_order(program, _dep_graph(program, pieces))
     if len(comps) > 1:
-        _cut(state, comps, "fusion policy 'outer' distributes the strongly connected components below the "
-                           "shared parallel loops")
+        _cut(state, _passes_shared(program, comps, pieces),
+             "fusion policy 'outer' distributes the strongly connected components below the shared parallel "
+             "loops (independent ones of one depth together)")
         pieces = _uncarried(pieces, state.rows[-1:], program)
     return pieces
 
