@@ -60,6 +60,7 @@ def _run(prog: pt.Program, params: dict, options: dict | None = None, *, weights
 @pytest.mark.parametrize("threads", [1, 2])
 def test_convolution_is_one_packed_contraction_over_three_summed_iterators(threads: int) -> None:
     k = _run(_conv(params=False), {}, {"threads": threads})
+    assert "const int pt__by_cols = 0;" in k.source  # its image is read several times: threads share rows
     assert any("sum over c, r, s, looping over y" in d and "zero-padded" in d for d in k.decisions), k.decisions
 
 

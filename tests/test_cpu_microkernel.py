@@ -216,3 +216,14 @@ def test_inits_that_do_not_match_the_sum_stay_apart(init: str, cols: str) -> Non
     kern = _run_init(_gemm_with_init(init, cols, k=30), dict(M=9, N=70), {})
     assert not any("zero init folded in" in d for d in kern.decisions)
     assert f"/* S0: {init} */" in kern.source and MARK in kern.source
+
+
+def test_a_matrix_operand_lets_threads_share_the_columns() -> None:
+    """Few rows, many columns, R a matrix read once: the threads split the columns (each packs half of R);
+    a convolution's R (its image, read several times) keeps the split by rows (test_cpu_domain_contraction)."""
+    b = blocking(FLOAT32)
+    prog = _gemm()
+    k = pt.compile(prog, "cpu", options={"threads": 2})
+    assert "const int pt__by_cols = !pt__by_batch && pt__nt > 1" in k.source, k.source
+    for params in (dict(M=3, N=2 * b.nr + 7, K=9), dict(M=b.mr + 1, N=b.nc + b.nr + 1, K=b.kc + 2)):
+        _check(prog, params, {"threads": 2})
