@@ -138,14 +138,14 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
     cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"], microkernel=opts["microkernel"],
                         fma=opts["fma"], scratch=scratch_arrays(prog, opts["temporaries"]))
     function = f"pt_{prog.name}"
-    source, contractions = generate_c(prog, ast, function=function, options=cg)
+    source, contractions, local = generate_c(prog, ast, function=function, options=cg)
     decisions += [describe(c) for c in contractions]
     flags = (DEFAULT_FLAGS + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ())
              + (vector_math_flags(opts["cc"]) if opts["simd"] else ()) + opts["cflags"])
     _dump(prog, deps, schedule, ast, source)
     library = build_library(source, cc=opts["cc"], flags=flags)
     decisions.append(f"built with {opts['cc']} {' '.join(flags)}")
-    return CpuKernel(prog, schedule, deps, source, library, function, opts, decisions)
+    return CpuKernel(prog, schedule, deps, source, library, function, opts, decisions, local_arrays=local)
 
 
 def _inline_temporaries(prog: Program, temps: tuple[str, ...]) -> tuple[Program, list[str]]:

@@ -94,6 +94,8 @@ class _Printer:
         self.stmts = {s.name: s for s in program.statements}
         self.private: dict[str, int] = {}
         """Arrays held in local buffers where the node being printed runs, with the subscript dropped."""
+        self.localized: set[str] = set()
+        """Every array held in local buffers somewhere (never touched in global memory)."""
         self.exprs = CExprPrinter(program_typer(program), self.array_ref)
         self.lines: list[str] = []
         self.outlined: list[str] = []
@@ -244,6 +246,7 @@ class _Printer:
                 self.emit(depth + 1, f"{dtypes.dtype(a.dtype).c_type} {local_name(array)}{dims} "
                                      f"__attribute__((aligned(64)));  {comment(f'{array}, this iteration')}")
             self.private = outer | local
+            self.localized |= set(local)
         self.counters.append(n.var)
         self.node(n.body, depth + 1, in_parallel)
         self.counters.pop()
@@ -275,6 +278,7 @@ class _Printer:
             inner.emit(1, line)
         body(inner)
         self.contractions += inner.contractions
+        self.localized |= inner.localized
         params = _signature(self.p)[:-1] + [f"int64_t {cname(c)}" for c in self.counters]
         text = "\n".join(inner.lines)
         self.outlined.append(f"static void {name}({', '.join(params)}) {{\n{text}\n}}\n")
@@ -304,9 +308,9 @@ class _Printer:
 
 
 def generate_c(program: Program, ast: Node, *, function: str,
-               options: CodegenOptions) -> tuple[str, tuple[Contraction, ...]]:
-    """The complete C source of ``program`` scanned by ``ast``, as function ``function``, and the
-    contraction nests it computes with the micro-kernel."""
+               options: CodegenOptions) -> tuple[str, tuple[Contraction, ...], frozenset[str]]:
+    """The complete C source of ``program`` scanned by ``ast``, as function ``function``, the
+    contraction nests it computes with the micro-kernel, and the arrays it holds in local buffers only."""
     pr = _Printer(program, options, function)
     pr.runs = run_counts(ast)
     pr.emit(1, "const int pt__threads = pt__num_threads > 0 ? pt__num_threads : omp_get_max_threads();"
@@ -322,7 +326,8 @@ def generate_c(program: Program, ast: Node, *, function: str,
     used = sorted({(c.dtype.name, c.op) for c in pr.contractions})
     kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd, options.fma) for t, op in used)
     outlined = "\n".join(pr.outlined)
-    return f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n", tuple(pr.contractions)
+    return (f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n", tuple(pr.contractions),
+            frozenset(pr.localized))
 
 
 __all__ = ["CodegenOptions", "generate_c"]

@@ -49,10 +49,13 @@ class CpuKernel(CompiledKernel):
     """``pt.compile(program, target="cpu")``: call it with keyword arguments; it runs in place."""
 
     def __init__(self, program: Program, schedule: Schedule, deps: Dependences, source: str, library: Path,
-                 function: str, options: dict[str, Any], decisions: list[str]):
+                 function: str, options: dict[str, Any], decisions: list[str], *,
+                 local_arrays: frozenset[str] = frozenset()):
         super().__init__(program, schedule, deps, options, decisions, "cpu")
         self.source = source
         """The generated C."""
+        self.local_arrays = local_arrays
+        """Temporaries held in buffers local to a loop iteration only: never stored in global memory."""
         self.library = library
         """Path of the built shared library (in polytri's cache)."""
         lib = ctypes.CDLL(str(library))

@@ -24,9 +24,8 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 
-import islpy as isl
-
 from .. import dtypes
+from ..fusion.traffic import live_in
 from ..ir.affine import const_value, linear
 from ..ir.expr import Access, accesses, substitute
 from ..ir.program import Program, Statement
@@ -46,24 +45,11 @@ def local_name(array: str) -> str:
 
 def scratch_arrays(program: Program, temporaries: Iterable[str]) -> frozenset[str]:
     """The temporaries of ``program`` no read of which sees a value from before the call."""
-    names = {a.name for a in program.arrays}
-    out = set()
-    for t in temporaries:
-        if t not in names:
-            continue
-        reads = isl.UnionMap.empty(program.context.get_space())
-        for s in program.statements:
-            for acc in s.reads:
-                if acc.array == t:
-                    reads = reads.union(isl.UnionMap.from_map(s.access_map(acc, program.params)))
-        if not reads.is_empty():
-            info = (isl.UnionAccessInfo.from_sink(reads).set_must_source(program.writes)
-                    .set_schedule_map(program.schedule))
-            if not info.compute_flow().get_may_no_source().intersect_params(program.context).is_empty():
-                log.info("%s: temporary %s is read before it is written: kept in memory", program.name, t)
-                continue
-        out.add(t)
-    return frozenset(out)
+    names = {a.name for a in program.arrays} & set(temporaries)
+    before = live_in(program, names)
+    for t in sorted(before):
+        log.info("%s: temporary %s is read before it is written: kept in memory", program.name, t)
+    return frozenset(names - before)
 
 
 def _slice_position(loop: For, st: Statement, args: tuple, acc: Access) -> set[int]:

@@ -107,6 +107,9 @@ def _report(compiled: CompiledGraph) -> None:
         if op not in _LOGGED_FALLBACKS:
             _LOGGED_FALLBACKS.add(op)
             log.info("%s is not lowered by polytri; it runs in eager between polytri kernels", op)
+    with _LOCK:
+        if not _RECORDERS:  # no pt.explain running: the report (and its traffic estimates) is not built
+            return
     groups = [g for s in compiled.plan.segments for g in s.groups]
     _record(GraphReport(compiled.kernels, ops, groups, declined=compiled.plan.declined))
 

@@ -24,7 +24,7 @@ from ..ir.builder import ProgramBuilder
 log = logging.getLogger("polytri.torch")
 
 #: Bumped whenever the pickled layout changes.
-_FORMAT = 1
+_FORMAT = 2
 
 
 @functools.cache
@@ -57,14 +57,15 @@ def compile_cached(program: ProgramBuilder, target: str, options: dict[str, Any]
             if os.path.exists(parts["library"]):
                 log.debug("kernel cache hit %s", path)
                 return CpuKernel(parts["program"], parts["schedule"], parts["deps"], parts["source"],
-                                 parts["library"], parts["function"], parts["options"], parts["decisions"])
+                                 parts["library"], parts["function"], parts["options"], parts["decisions"],
+                                 local_arrays=parts["local_arrays"])
         except Exception as exc:  # a stale or partial entry: compile again
             log.debug("kernel cache entry %s unusable: %s", path, exc)
     kernel = pt_compile(program, target=target, options=options)
     if isinstance(kernel, CpuKernel):
         parts = {"program": kernel.program, "schedule": kernel.schedule_info, "deps": kernel.dependences,
                  "source": kernel.source, "library": kernel.library, "function": f"pt_{kernel.program.name}",
-                 "options": kernel.options, "decisions": kernel._decisions}
+                 "options": kernel.options, "decisions": kernel._decisions, "local_arrays": kernel.local_arrays}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")

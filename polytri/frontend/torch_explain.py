@@ -36,6 +36,10 @@ class ExplainReport:
                  f"{len(self.fallback_ops)} op(s) in eager"]
         for k in self.kernels:
             lines.append(f"  kernel {k.name} (target {k.target}): {len(k.nodes)} node(s): {', '.join(k.nodes)}")
+            if k.bytes_moved is not None and k.unfused_bytes:
+                lines.append(f"    estimated global memory traffic: {_size(k.bytes_moved)}, against "
+                             f"{_size(k.unfused_bytes)} unfused (one kernel per operator): "
+                             f"{k.bytes_moved / k.unfused_bytes:.2f}x")
         if self.fusion_groups:
             lines.append("fusion groups (one statement each):")
             lines += [f"  {' + '.join(g)}" for g in self.fusion_groups]
@@ -45,6 +49,13 @@ class ExplainReport:
         for e in self.errors:
             lines.append(f"graph in eager: {e}")
         return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
 
 
 _CALLS = itertools.count()

@@ -13,10 +13,12 @@ import torch
 import torch.fx as fx
 
 from ..errors import PolytriError
+from ..fusion.traffic import Traffic
 from .torch_cache import compile_cached
 from .torch_lower import Segment
 from .torch_options import TorchOptions
 from .torch_plan import Plan
+from .torch_traffic import parameter_values, segment_traffic, unfused_bytes
 
 log = logging.getLogger("polytri.torch")
 
@@ -40,6 +42,15 @@ class KernelInfo:
     """The program's canonical text."""
     nodes: list[str]
     """FX nodes lowered into it."""
+    traffic: Traffic | None = None
+    """Estimated global memory traffic of the kernel, per array (:mod:`polytri.fusion.traffic`)."""
+    unfused_bytes: int | None = None
+    """The same nodes' traffic run one kernel per operator (:mod:`.torch_traffic`)."""
+
+    @property
+    def bytes_moved(self) -> int | None:
+        """Estimated bytes the kernel moves to and from global memory."""
+        return None if self.traffic is None else self.traffic.bytes
 
 
 class _KernelStep:
@@ -184,8 +195,14 @@ class CompiledGraph:
             if isinstance(s, _KernelStep):
                 prog = s.segment.program
                 assert prog is not None
+                try:
+                    traffic = segment_traffic(s.segment, s.kernel, parameter_values(self.plan.params))
+                    unfused = unfused_bytes(s.segment.nodes)
+                except Exception as exc:  # an estimate for the report: its failure must not fail the report
+                    log.warning("%s: no memory traffic estimate (%s: %s)", prog.name, type(exc).__name__, exc)
+                    traffic, unfused = None, None
                 out.append(KernelInfo(prog.name, self.target, getattr(s.kernel, "source", ""), str(prog),
-                                      [n.name for n in s.segment.nodes]))
+                                      [n.name for n in s.segment.nodes], traffic, unfused))
         return out
 
     def __call__(self, *args: Any) -> Any:

@@ -1,0 +1,99 @@
+"""Global memory traffic of a kernel, estimated: the figure ``pt.explain`` sets against the unfused total.
+
+The model counts compulsory traffic: each array that the kernel keeps in global memory moves once, at
+its full size, in each direction it is used.
+
+* An array whose initial value some statement reads (isl's dataflow: a read with no source write in
+  the program) is read once.
+* An array the program writes is written once, unless it is a temporary kept out of global memory:
+  recomputed where it is read (no statement accesses it any more), or held in buffers local to a loop
+  iteration (the C generator's array contraction, ``CpuKernel.local_arrays``).
+* A temporary that stays in global memory is written and read back: twice its size.
+
+Reuse that misses the caches (a tile of a product loaded once per block of the other operand) is not
+counted: the estimate is a lower bound, the same for fused and unfused code, which is what makes the two
+comparable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import islpy as isl
+
+from .. import dtypes
+from ..ir.affine import evaluate
+from ..ir.program import Program
+
+
+@dataclass(frozen=True)
+class ArrayTraffic:
+    """The estimated bytes one array moves, and why."""
+
+    array: str
+    bytes: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Estimated global memory traffic of one kernel."""
+
+    arrays: tuple[ArrayTraffic, ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(a.bytes for a in self.arrays)
+
+
+def live_in(program: Program, names: Iterable[str] | None = None) -> frozenset[str]:
+    """The arrays among ``names`` (default: all) some read of which sees a value from before the call."""
+    wanted = {a.name for a in program.arrays} if names is None else set(names)
+    out = set()
+    for name in sorted(wanted):
+        reads = isl.UnionMap.empty(program.context.get_space())
+        for s in program.statements:
+            for acc in s.reads:
+                if acc.array == name:
+                    reads = reads.union(isl.UnionMap.from_map(s.access_map(acc, program.params)))
+        if reads.is_empty():
+            continue
+        info = (isl.UnionAccessInfo.from_sink(reads).set_must_source(program.writes)
+                .set_schedule_map(program.schedule))
+        if not info.compute_flow().get_may_no_source().intersect_params(program.context).is_empty():
+            out.add(name)
+    return frozenset(out)
+
+
+def array_bytes(program: Program, name: str, params: Mapping[str, int]) -> int:
+    """Size of array ``name`` for these parameter values."""
+    a = program.array(name)
+    return math.prod(max(0, evaluate(e, dict(params))) for e in a.shape) * dtypes.dtype(a.dtype).itemsize
+
+
+def kernel_traffic(program: Program, params: Mapping[str, int], *, temporaries: Iterable[str] = (),
+                   local: Iterable[str] = ()) -> Traffic:
+    """The estimate of the module docstring for ``program`` run with ``params``; ``temporaries`` are the
+    arrays whose contents after the call do not matter, ``local`` those the kernel never stores."""
+    temps, kept_local = set(temporaries), set(local)
+    written = {s.target.array for s in program.statements}
+    read = {acc.array for s in program.statements for acc in s.reads}
+    before = live_in(program, read)
+    out = []
+    for a in program.arrays:
+        size = array_bytes(program, a.name, params)
+        if a.name not in written | read:
+            out.append(ArrayTraffic(a.name, 0, "not accessed (recomputed where it is read)"))
+        elif a.name in kept_local:
+            out.append(ArrayTraffic(a.name, 0, "held in local buffers, never stored"))
+        elif a.name in temps:
+            moves = (a.name in written) + (a.name in read)
+            out.append(ArrayTraffic(a.name, moves * size, "temporary stored and read back" if moves == 2
+                                    else "temporary, " + ("written" if a.name in written else "read")))
+        else:
+            moves = (a.name in before) + (a.name in written)
+            what = " and ".join(w for w, on in (("read", a.name in before), ("written", a.name in written)) if on)
+            out.append(ArrayTraffic(a.name, moves * size, what or "read (its reads see the kernel's writes)"))
+    return Traffic(tuple(out))
