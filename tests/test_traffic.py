@@ -87,3 +87,13 @@ def test_a_softmax_on_the_cpu_moves_its_input_and_output_only() -> None:
     (k,) = pt.explain(lambda a: torch.softmax(a, -1), x).kernels
     assert k.bytes_moved == 2 * x.numel() * 4 == k.unfused_bytes
     assert {a.why for a in k.traffic.arrays if a.bytes == 0} >= {"held in local buffers, never stored"}
+
+
+@pytest.mark.cc
+def test_symbolic_sizes_are_taken_at_the_example() -> None:
+    x = torch.randn(24, 8)
+    torch._dynamo.mark_dynamic(x, 0)
+    rep = pt.explain(lambda a: torch.exp(a) + 1.0, x)
+    (k,) = rep.kernels
+    assert k.program.split("\n")[0].endswith("]") and "[]" not in k.program.split("\n")[0], k.program
+    assert k.bytes_moved == 2 * x.numel() * 4 and k.unfused_bytes == 4 * x.numel() * 4
