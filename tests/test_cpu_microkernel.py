@@ -227,3 +227,60 @@ def test_a_matrix_operand_lets_threads_share_the_columns() -> None:
     assert "const int pt__by_cols = !pt__by_batch && pt__nt > 1" in k.source, k.source
     for params in (dict(M=3, N=2 * b.nr + 7, K=9), dict(M=b.mr + 1, N=b.nc + b.nr + 1, K=b.kc + 2)):
         _check(prog, params, {"threads": 2})
+
+
+def _gemm_with_epilogue(epilogue: str, j_from: int = 0, k: int | str = 300) -> pt.Program:
+    """``C = 0``, ``C += A B``, then ``epilogue`` over ``i`` and ``j`` (from ``j_from``), each in a nest of
+    its own (policy 'none')."""
+    p = pt.Program("mke", params=["M", "N"] + ([k] if isinstance(k, str) else []))
+    p.array("C", ("M", "N"), "float32")
+    p.array("A", ("M", k), "float32")
+    p.array("B", (k, "N"), "float32")
+    p.array("bias", ("N",), "float32")
+    p.array("Y", ("M", "N"), "float32")
+    with p.loop("i", 0, "M"), p.loop("j", 0, "N"):
+        p.assign("C[i, j] = 0")
+    with p.loop("i", 0, "M"), p.loop("j", 0, "N"), p.loop("k", 0, k):
+        p.assign("C[i, j] += A[i, k] * B[k, j]")
+    with p.loop("i", 0, "M"), p.loop("j", j_from, "N"):
+        p.assign(epilogue)
+    return p
+
+
+def _run_epilogue(prog: pt.Program, params: dict, options: dict) -> pt.CpuKernel:
+    rng = np.random.default_rng(2)
+    args: dict = dict(params)
+    for a in to_program(prog).arrays:
+        shape = tuple(e.value if hasattr(e, "value") else params[e.name] for e in a.shape)
+        args[a.name] = rng.standard_normal(shape).astype(np.float32)
+    want = {name: (v.copy() if isinstance(v, np.ndarray) else v) for name, v in args.items()}
+    pt.reference(prog, **want)
+    kern = pt.compile(prog, "cpu", options={"fuse": "none", **options})
+    kern(**args)
+    for name in ("C", "Y"):  # the same operations in the same order: equal
+        np.testing.assert_array_equal(args[name], want[name], err_msg=name)
+    return kern
+
+
+@pytest.mark.parametrize("options", [{}, {"threads": 1}, {"threads": 2}, {"cflags": "-DPT_NO_PANELS"}])
+def test_an_elementwise_epilogue_runs_on_each_block_as_its_sums_complete(options: dict) -> None:
+    """Bias and relu of ``C``: run on each register block while it is in cache (and after each row in the
+    fallback loops), not in a nest of its own; ragged blocks at M = 9, N = 70 and two blocks of k."""
+    kern = _run_epilogue(_gemm_with_epilogue("Y[i, j] = max(C[i, j] + bias[j], 0.0)"), dict(M=9, N=70), options)
+    assert any("S2 run on each block as its sums complete" in d for d in kern.decisions), kern.decisions
+    assert "sums are complete" in kern.source
+    body = kern.source[kern.source.index("void pt_mke("):]
+    assert "#pragma omp parallel" not in body or body.count("#pragma omp parallel") == 1  # one region: the nest
+
+
+@pytest.mark.parametrize("epilogue, j_from, k", [
+    ("Y[i, j] = C[i, j] + C[i, 0]", 0, 300),   # another element of the target
+    ("Y[i, j] = C[i, j] * 2.0", 1, 300),       # not every element of the target
+    ("Y[i, j] = C[i, j] * 2.0", 0, "K"),       # K may be 0: the nest would not run, the epilogue must
+])
+def test_epilogues_that_do_not_match_the_nest_keep_their_own(epilogue: str, j_from: int, k: int | str) -> None:
+    prog = _gemm_with_epilogue(epilogue, j_from, k)
+    params = dict(M=9, N=70, **({"K": 30} if k == "K" else {}))
+    kern = _run_epilogue(prog, params, {})
+    assert "sums are complete" not in kern.source and MARK in kern.source
+    assert not any("run on each block" in d for d in kern.decisions)

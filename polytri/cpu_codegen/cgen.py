@@ -20,6 +20,7 @@ from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
 from .contraction import (
     Contraction,
     contraction_lines,
+    epilogue_iterators,
     find_contraction,
     find_domain_contraction,
     micro_kernel,
@@ -86,6 +87,14 @@ def _array_views(program: Program) -> list[str]:
     return lines
 
 
+def _flat(body: tuple[Node, ...] | list[Node]) -> list[Node]:
+    """The nodes of a block's body with nested blocks replaced by their own nodes, in order."""
+    out: list[Node] = []
+    for n in body:
+        out += _flat(n.body) if isinstance(n, Block) else [n]
+    return out
+
+
 class _Printer:
     def __init__(self, program: Program, options: CodegenOptions, function: str):
         self.p = program
@@ -122,12 +131,16 @@ class _Printer:
     def node(self, n: Node, depth: int, in_parallel: bool) -> None:
         if isinstance(n, Block):
             k = 0
-            while k < len(n.body):
-                if k + 1 < len(n.body) and self.folds_init(n.body[k], n.body[k + 1]):
-                    self.loop(n.body[k + 1], depth, in_parallel, zero_init=True)  # type: ignore[arg-type]
-                    k += 2
+            body = _flat(n.body)  # nested blocks are one sequence: a nest's epilogue may be in the next one
+            while k < len(body):
+                init = k + 1 < len(body) and self.folds_init(body[k], body[k + 1])
+                at = k + 1 if init else k
+                epilogue = self.folds_epilogue(body[at], body[at + 1]) if at + 1 < len(body) else None
+                if init or epilogue is not None:
+                    self.loop(body[at], depth, in_parallel, zero_init=init, epilogue=epilogue)  # type: ignore[arg-type]
+                    k = at + 1 + (epilogue is not None)
                     continue
-                self.node(n.body[k], depth, in_parallel)
+                self.node(body[k], depth, in_parallel)
                 k += 1
         elif isinstance(n, For):
             self.loop(n, depth, in_parallel)
@@ -156,6 +169,22 @@ class _Printer:
         return (len(inits) == 1 and list(sums) == [found.statement.name] and self.only_here(inits | sums)
                 and zero_init_fuses(self.p.statement(next(iter(inits))), found, self.p))
 
+    def folds_epilogue(self, first: Node, second: Node) -> tuple[Statement, tuple[tuple[str, str], ...]] | None:
+        """The statement of the top-level nest ``second`` and where its iterators come from, when it can run
+        on each register block of the contraction nest ``first``, just before it, as soon as the block's
+        sums are complete (:func:`.contraction.epilogue_iterators`)."""
+        if self.counters or not (isinstance(first, For) and isinstance(second, For)):
+            return None
+        found = self.find_contraction(first)
+        if found is None:
+            return None
+        sums, after = run_counts(first), run_counts(second)
+        if list(sums) != [found.statement.name] or len(after) != 1 or not self.only_here(sums | after):
+            return None
+        e = self.p.statement(next(iter(after)))
+        at = epilogue_iterators(e, found, self.p)
+        return None if at is None else (e, at)
+
     def only_here(self, counts: Counter[str]) -> bool:
         """Whether the statements counted in ``counts`` (from part of the AST) run nowhere else."""
         return all(self.runs[s] == n for s, n in counts.items())
@@ -177,11 +206,14 @@ class _Printer:
                 found = find_domain_contraction(self.p.statement(next(iter(runs))), self.p, self.exprs.t)
         return found
 
-    def loop(self, n: For, depth: int, in_parallel: bool, zero_init: bool = False) -> None:
+    def loop(self, n: For, depth: int, in_parallel: bool, zero_init: bool = False,
+             epilogue: tuple[Statement, tuple[tuple[str, str], ...]] | None = None) -> None:
         contraction = self.find_contraction(n)
         if contraction is not None:
             if zero_init:
                 contraction = replace(contraction, zero_init=True)
+            if epilogue is not None:
+                contraction = replace(contraction, epilogue=epilogue[0], epilogue_at=epilogue[1])
             self.contractions.append(contraction)
             if self.opts.openmp and not in_parallel:
                 self.outline(depth, lambda inner: inner.contraction(contraction, 1, threads=True))
@@ -226,11 +258,17 @@ class _Printer:
             return self.statement_lines(st, tuple(Var(env[it], "iter") if it in env else c.fixed[it]
                                                   for it in st.iterators))
 
+        def epilogue(env: dict[str, str]) -> list[str]:
+            assert c.epilogue is not None
+            at = dict(c.epilogue_at)
+            return self.statement_lines(c.epilogue, tuple(Var(env[at[it]], "iter") for it in c.epilogue.iterators))
+
         target = self.p.array(st.target.array)
         ldc = " * ".join(_vla_bound(e) for e in target.shape[c.row_subscript + 1:])
         for line in contraction_lines(c, value=lambda e: self.exprs.conv(e, c.dtype).text,
                                       ref=lambda a: self.array_ref(a).text, bind=bind, assign=assign,
-                                      ldc=ldc, threads=threads):
+                                      ldc=ldc, threads=threads,
+                                      epilogue=epilogue if c.epilogue is not None else None):
             self.emit(depth, line)
 
     def plain_loop(self, n: For, depth: int, in_parallel: bool, local: dict[str, int] | None = None) -> None:

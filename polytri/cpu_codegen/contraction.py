@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..dtypes import FLOAT32, FLOAT64, DType
+from ..errors import NotAffineError
 from ..ir.affine import condition_to_isl, const_value, to_isl
 from ..ir.contraction import ContractionForm, contraction_form
 from ..ir.expr import Access, Binary, Const, Expr, Var, accesses, var_names
@@ -131,6 +132,12 @@ class Contraction:
     """The nest also sets every element it computes to zero before its sum (an init statement folded in,
     see :func:`zero_init_fuses`): the first block of ``k`` starts its registers at zero instead of
     loading the target."""
+    epilogue: Statement | None = None
+    """A statement run on each element as soon as its sum is complete, on each register block while it
+    is in cache (a bias, an activation: see :func:`epilogue_iterators`), instead of in a nest of its own
+    that reads the whole target again."""
+    epilogue_at: tuple[tuple[str, str], ...] = ()
+    """Each iterator of :attr:`epilogue` and the iterator of the nest's target subscript it equals."""
 
 
 def _chain(n: For) -> tuple[list[For], Run] | None:
@@ -344,15 +351,66 @@ def zero_init_fuses(init: Statement, c: Contraction, program: Program) -> bool:
     return bool(written.is_equal(zeroed))
 
 
+def epilogue_iterators(e: Statement, c: Contraction, program: Program) -> tuple[tuple[str, str], ...] | None:
+    """Whether the statement ``e``, run just after the nest ``c`` and nowhere else, can run on each element
+    of the target as soon as the nest completes its sum (:attr:`Contraction.epilogue`); if so, each of
+    ``e``'s iterators and the target subscript's iterator it equals.  Conditions: ``e`` reads the target
+    (at least once) and writes it only at one index whose subscripts are ``e``'s iterators, one each, in
+    the places of the target's rows, columns and batch iterators (its constant subscripts equal); ``e``
+    writes no array the nest reads and reads no other element of its own target; and its instances are
+    exactly the elements of the nest's box, which the nest all writes (isl): every register block then
+    runs ``e`` on all of its elements, and nothing else runs ``e``."""
+    st = c.statement
+    tgt = st.target
+    if c.fixed:
+        return None
+    mine = [a for a in (*accesses(e.value), e.target) if a.array == tgt.array]
+    if not any(a.array == tgt.array for a in accesses(e.value)) or any(a.index != mine[0].index for a in mine):
+        return None
+    nest_reads = {a.array for a in accesses(st.value)}
+    if e.target.array in nest_reads - {tgt.array}:
+        return None
+    if e.target.array != tgt.array and any(a.array == e.target.array for a in accesses(e.value)):
+        return None
+    pairs: list[tuple[str, str]] = []
+    for s_sub, e_sub in zip(tgt.index, mine[0].index):
+        if isinstance(s_sub, Var) and s_sub.kind == "iter":
+            if not (isinstance(e_sub, Var) and e_sub.kind == "iter"):
+                return None
+            pairs.append((e_sub.name, s_sub.name))
+        elif const_value(s_sub) is None or const_value(s_sub) != const_value(e_sub):
+            return None
+    e_its, s_its = [a for a, _ in pairs], [b for _, b in pairs]
+    if sorted(e_its) != sorted(e.iterators) or len(set(s_its)) != len(s_its) or set(s_its) != {c.a, c.b, *c.batch}:
+        return None
+    params = ", ".join(program.params)
+    coords = ", ".join(s_its)
+    try:
+        box = " and ".join(f"{to_isl(c.bounds[it][0], what='bound')} <= {it} < {to_isl(c.bounds[it][1], what='bound')}"
+                           for it in s_its)
+        box_set = isl.Set(f"[{params}] -> {{ [{coords}] : {box} }}")
+    except (NotAffineError, isl.Error):
+        return None
+    to_elem = isl.Map(f"[{params}] -> {{ {e.name}[{', '.join(e.iterators)}] -> [{', '.join(e_its)}] }}")
+    from_nest = isl.Map(f"[{params}] -> {{ {st.name}[{', '.join(st.iterators)}] -> [{coords}] }}")
+    ctx = program.context
+    runs_on = e.domain.apply(to_elem).intersect_params(ctx)
+    written = st.domain.apply(from_nest).intersect_params(ctx)
+    if not (runs_on.is_equal(box_set.intersect_params(ctx)) and written.is_equal(runs_on)):
+        return None
+    return tuple(pairs)
+
+
 def describe(c: Contraction) -> str:
     """One line for a kernel's decisions."""
     b = blocking(c.dtype)
     batch = f", looping over {', '.join(c.batch)}" if c.batch else ""
     pad = ", zero-padded panels" if c.padded else ""
     init = ", its zero init folded in" if c.zero_init else ""
+    epi = f", {c.epilogue.name} run on each block as its sums complete" if c.epilogue is not None else ""
     return (f"contraction {c.statement.name} (rows {c.a}, columns {c.b}, sum over {', '.join(c.k)}{batch}, "
             f"{c.dtype.name}): packed {b.kc} x {b.nc} and {b.mr} x {b.kc} panels, {b.mr} x {b.nr} register-"
-            f"blocked micro-kernel{pad}{init}")
+            f"blocked micro-kernel{pad}{init}{epi}")
 
 
 # -- C -------------------------------------------------------------------------------------------------
@@ -456,13 +514,15 @@ def _matrix(e: Expr, k: str, b: str) -> bool:
 
 def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Callable[[Access], str],
                       bind: Callable[[dict[str, str], tuple[Expr, ...]], list[str]],
-                      assign: Callable[[dict[str, str]], list[str]], ldc: str, threads: bool) -> list[str]:
+                      assign: Callable[[dict[str, str]], list[str]], ldc: str, threads: bool,
+                      epilogue: Callable[[dict[str, str]], list[str]] | None = None) -> list[str]:
     """C statements computing the nest ``c`` (indented by two spaces per level from 0).
 
     ``value(e)`` prints a factor converted to the nest's type, ``ref(a)`` an array element, ``bind(env,
     exprs)`` the declarations of the statement iterators that ``exprs`` use (``env`` gives the C value of
     the nest's iterators; the others are :attr:`Contraction.fixed`), ``assign(env)`` the statement
-    itself; ``ldc`` is the distance between two rows of the target.  With ``threads``, the calling
+    itself, ``epilogue(env)`` :attr:`Contraction.epilogue` (``env`` gives the target's iterators); ``ldc``
+    is the distance between two rows of the target.  With ``threads``, the calling
     thread of an OpenMP team computes its share: of the batch points when there are at least as many as
     threads, else of the rows or of the columns."""
     b = blocking(c.dtype)
@@ -618,6 +678,12 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
             f"if (pt__mr == {b.mr} && pt__nr == {b.nr}) "
             f"pt__ukernel_{kern}(pt__kc, pt__apk, pt__bp + pt__jr * pt__kc, pt__c, {ldc}, {load});",
             f"else pt__uedge_{kern}(pt__kc, pt__apk, pt__bp + pt__jr * pt__kc, pt__c, {ldc}, pt__mr, pt__nr, {load});"])
+    if epilogue is not None:
+        out(8, "if (pt__pc + pt__kc >= pt__kn)  /* the block's sums are complete: its epilogue, in cache */",
+            "  for (int64_t pt__r = 0; pt__r < pt__mr; pt__r++)",
+            "    for (int64_t pt__q = 0; pt__q < pt__nr; pt__q++) {")
+        out(11, *epilogue({**zenv, c.a: "pt__ic + pt__r", c.b: "pt__jc + pt__jr + pt__q"}))
+        out(10, "}")
     out(7, "}")
     out(6, "}")
     out(5, "}")
@@ -638,6 +704,10 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
         out(7, *stmt)
     out(6, "}")
     out(5, "}")
+    if epilogue is not None:
+        out(5, "for (int64_t pt__fb = pt__b0; pt__fb < pt__b1; pt__fb++) {")
+        out(6, *epilogue({**zenv, c.a: "pt__fa", c.b: "pt__fb"}))
+        out(5, "}")
     out(4, "}")
     out(3, "}")
     out(2, "}", "free(pt__aw);", "free(pt__ap);", "free(pt__bp);")
@@ -646,5 +716,5 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
     return lines
 
 
-__all__ = ["Blocking", "Contraction", "blocking", "contraction_lines", "describe", "find_contraction",
-           "find_domain_contraction", "micro_kernel", "vector_bytes"]
+__all__ = ["Blocking", "Contraction", "blocking", "contraction_lines", "describe", "epilogue_iterators",
+           "find_contraction", "find_domain_contraction", "micro_kernel", "vector_bytes"]

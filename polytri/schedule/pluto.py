@@ -300,9 +300,16 @@ def _contraction_cut(state: _State, pieces: list[isl.BasicMap]) -> set[str]:
     program = state.program
     comps = _components_in_order(program, _dep_graph(program, pieces))
     apart = {c[0] for c in comps if len(c) == 1 and contraction_form(program.statement(c[0])) is not None}
+    # a component that only writes what a contraction sums into (its init) also keeps a nest of its own,
+    # next to the contraction, which the C generator then folds into it (a zero init); merged with the
+    # previous group it would also keep that group's statements from folding into the contraction before
+    sums_into = {program.statement(n).target.array for n in apart}
+    inits = {c[0] for c in comps if c[0] not in apart
+             and all(program.statement(n).target.array in sums_into for n in c)}
     groups: list[list[str]] = []
     for comp in comps:
-        if not groups or comp[0] in apart or groups[-1][0] in apart:
+        alone = comp[0] in apart or comp[0] in inits
+        if not groups or alone or groups[-1][0] in apart or groups[-1][0] in inits:
             groups.append(list(comp))
         else:
             groups[-1].extend(comp)
