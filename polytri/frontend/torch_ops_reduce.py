@@ -264,16 +264,15 @@ def _softmax_parts(ctx: SegmentLowering, node: fx.Node, store_exp: bool = False
 
 @register("aten._softmax.default", "aten.softmax.int", kind="reduce")
 def _softmax(ctx: SegmentLowering, node: fx.Node) -> Val:
-    """Exponentials times the reciprocal of their sum, computed once per row (as ATen's CPU kernel does:
-    a multiplication per element instead of a division)."""
+    """Exponentials times the reciprocal of their sum (ATen's CPU formula: a multiplication per element
+    instead of a division).  The reciprocal is written inline, not as a statement of its own: it does not
+    change along the row, so the C compiler computes it once per row, and a statement more would cut
+    attention's program in two (``MAX_STATEMENTS``)."""
     exps, s, _, dim, out = _softmax_parts(ctx, node, store_exp=True)
     rank = exps.rank
-    rname = ctx.temp(node.name + "_rsum", s.shape, out)
-    ctx.emit(rname, s.shape, lambda it, r: f"1 / {s.load(it)}")
-    rs = array_val(rname, s.shape, out)
-    return Val(exps.shape, out, lambda idx: f"({exps.load(idx)} * "
-                                            f"{rs.load(tuple('0' if d == dim else idx[d] for d in range(rank)))})",
-               ops=1)
+    return Val(exps.shape, out, lambda idx: f"({exps.load(idx)} * (1 / "
+                                            f"{s.load(tuple('0' if d == dim else idx[d] for d in range(rank)))}))",
+               ops=2)
 
 
 @register("aten._log_softmax.default", "aten.log_softmax.int", kind="reduce")
