@@ -145,7 +145,22 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
     _dump(prog, deps, schedule, ast, source)
     library = build_library(source, cc=opts["cc"], flags=flags)
     decisions.append(f"built with {opts['cc']} {' '.join(flags)}")
-    return CpuKernel(prog, schedule, deps, source, library, function, opts, decisions, local_arrays=local)
+    return CpuKernel(prog, schedule, deps, source, library, function, opts, decisions, local_arrays=local,
+                     epilogue_arrays=_read_by_epilogue_only(prog, contractions))
+
+
+def _read_by_epilogue_only(prog: Program, contractions: tuple[Any, ...]) -> frozenset[str]:
+    """Targets of contraction nests that no statement reads but the nest and its epilogue (which reads
+    each block of the target in cache, just after the nest stores it)."""
+    out = set()
+    for c in contractions:
+        if c.epilogue is None:
+            continue
+        t = c.statement.target.array
+        readers = {s.name for s in prog.statements if any(a.array == t for a in s.reads)}
+        if readers <= {c.statement.name, c.epilogue.name}:
+            out.add(t)
+    return frozenset(out)
 
 
 def _inline_temporaries(prog: Program, temps: tuple[str, ...]) -> tuple[Program, list[str]]:

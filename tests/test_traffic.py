@@ -67,6 +67,7 @@ def test_the_c_generator_reports_the_arrays_it_holds_in_local_buffers() -> None:
 
 
 torch = pytest.importorskip("torch")
+F = torch.nn.functional
 
 
 @pytest.mark.cc
@@ -97,3 +98,13 @@ def test_symbolic_sizes_are_taken_at_the_example() -> None:
     (k,) = rep.kernels
     assert k.program.split("\n")[0].endswith("]") and "[]" not in k.program.split("\n")[0], k.program
     assert k.bytes_moved == 2 * x.numel() * 4 and k.unfused_bytes == 4 * x.numel() * 4
+
+
+@pytest.mark.cc
+def test_a_product_read_only_by_its_epilogue_is_written_once() -> None:
+    w1, b1, w2, b2 = torch.randn(64, 32), torch.randn(64), torch.randn(32, 64), torch.randn(32)
+    x = torch.randn(16, 32)
+    (k,) = pt.explain(lambda a: F.linear(F.gelu(F.linear(a, w1, b1)), w2, b2), x).kernels
+    why = {a.array: (a.bytes, a.why) for a in k.traffic.arrays}
+    assert why["t_addmm"] == (16 * 64 * 4, "temporary written, read back in cache by an epilogue"), why
+    assert k.bytes_moved < k.unfused_bytes  # eager writes and reads each layer's product and the gelu

@@ -50,12 +50,14 @@ class CpuKernel(CompiledKernel):
 
     def __init__(self, program: Program, schedule: Schedule, deps: Dependences, source: str, library: Path,
                  function: str, options: dict[str, Any], decisions: list[str], *,
-                 local_arrays: frozenset[str] = frozenset()):
+                 local_arrays: frozenset[str] = frozenset(), epilogue_arrays: frozenset[str] = frozenset()):
         super().__init__(program, schedule, deps, options, decisions, "cpu")
         self.source = source
         """The generated C."""
         self.local_arrays = local_arrays
         """Temporaries held in buffers local to a loop iteration only: never stored in global memory."""
+        self.epilogue_arrays = epilogue_arrays
+        """Targets of contractions read only by the nest's epilogue, block by block while in cache."""
         self.library = library
         """Path of the built shared library (in polytri's cache)."""
         lib = ctypes.CDLL(str(library))

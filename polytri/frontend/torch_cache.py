@@ -24,7 +24,7 @@ from ..ir.builder import ProgramBuilder
 log = logging.getLogger("polytri.torch")
 
 #: Bumped whenever the pickled layout changes.
-_FORMAT = 2
+_FORMAT = 3
 
 
 @functools.cache
@@ -58,14 +58,15 @@ def compile_cached(program: ProgramBuilder, target: str, options: dict[str, Any]
                 log.debug("kernel cache hit %s", path)
                 return CpuKernel(parts["program"], parts["schedule"], parts["deps"], parts["source"],
                                  parts["library"], parts["function"], parts["options"], parts["decisions"],
-                                 local_arrays=parts["local_arrays"])
+                                 local_arrays=parts["local_arrays"], epilogue_arrays=parts["epilogue_arrays"])
         except Exception as exc:  # a stale or partial entry: compile again
             log.debug("kernel cache entry %s unusable: %s", path, exc)
     kernel = pt_compile(program, target=target, options=options)
     if isinstance(kernel, CpuKernel):
         parts = {"program": kernel.program, "schedule": kernel.schedule_info, "deps": kernel.dependences,
                  "source": kernel.source, "library": kernel.library, "function": f"pt_{kernel.program.name}",
-                 "options": kernel.options, "decisions": kernel._decisions, "local_arrays": kernel.local_arrays}
+                 "options": kernel.options, "decisions": kernel._decisions, "local_arrays": kernel.local_arrays,
+                 "epilogue_arrays": kernel.epilogue_arrays}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")

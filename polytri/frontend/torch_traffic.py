@@ -68,4 +68,5 @@ def segment_traffic(seg: Segment, kernel: Any, params: dict[str, int]) -> Traffi
     program = getattr(kernel, "program", None)
     if program is None:
         return None
-    return kernel_traffic(program, params, temporaries=seg.temps, local=getattr(kernel, "local_arrays", ()))
+    return kernel_traffic(program, params, temporaries=seg.temps, local=getattr(kernel, "local_arrays", ()),
+                          read_in_cache=getattr(kernel, "epilogue_arrays", ()))

@@ -8,7 +8,9 @@ its full size, in each direction it is used.
 * An array the program writes is written once, unless it is a temporary kept out of global memory:
   recomputed where it is read (no statement accesses it any more), or held in buffers local to a loop
   iteration (the C generator's array contraction, ``CpuKernel.local_arrays``).
-* A temporary that stays in global memory is written and read back: twice its size.
+* A temporary that stays in global memory is written and read back: twice its size; only written, when
+  the only reader is a product's epilogue, which reads each block in cache just after the product
+  stores it (``CpuKernel.epilogue_arrays``).
 
 Reuse that misses the caches (a tile of a product loaded once per block of the other operand) is not
 counted: the estimate is a lower bound, the same for fused and unfused code, which is what makes the two
@@ -74,10 +76,11 @@ def array_bytes(program: Program, name: str, params: Mapping[str, int]) -> int:
 
 
 def kernel_traffic(program: Program, params: Mapping[str, int], *, temporaries: Iterable[str] = (),
-                   local: Iterable[str] = ()) -> Traffic:
+                   local: Iterable[str] = (), read_in_cache: Iterable[str] = ()) -> Traffic:
     """The estimate of the module docstring for ``program`` run with ``params``; ``temporaries`` are the
-    arrays whose contents after the call do not matter, ``local`` those the kernel never stores."""
-    temps, kept_local = set(temporaries), set(local)
+    arrays whose contents after the call do not matter, ``local`` those the kernel never stores,
+    ``read_in_cache`` those it reads back only from the cache (an epilogue's)."""
+    temps, kept_local, cached = set(temporaries), set(local), set(read_in_cache)
     written = {s.target.array for s in program.statements}
     read = {acc.array for s in program.statements for acc in s.reads}
     before = live_in(program, read)
@@ -88,6 +91,8 @@ def kernel_traffic(program: Program, params: Mapping[str, int], *, temporaries: 
             out.append(ArrayTraffic(a.name, 0, "not accessed (recomputed where it is read)"))
         elif a.name in kept_local:
             out.append(ArrayTraffic(a.name, 0, "held in local buffers, never stored"))
+        elif a.name in temps and a.name in cached:
+            out.append(ArrayTraffic(a.name, size, "temporary written, read back in cache by an epilogue"))
         elif a.name in temps:
             moves = (a.name in written) + (a.name in read)
             out.append(ArrayTraffic(a.name, moves * size, "temporary stored and read back" if moves == 2
