@@ -80,6 +80,19 @@ def test_products_stay_on_tl_dot(case: str) -> None:
         assert "erf(" in kernels[0]  # the gelu epilogue shares the first product's launch
 
 
+def test_the_convolution_runs_on_tl_dot_by_output_channels_and_columns() -> None:
+    """Pluto orders the convolution's parallel loops (output channels, rows, columns); reordered (rows,
+    channels, columns), each step of its sum is a tl.dot of a weight tile and an input tile
+    (codegen_triton/dot_order.py), with a sum block of 16 (the kernel width is 3: dot_k_block)."""
+    report, _ = _explain("conv_bias_relu")
+    source = report.kernels[0].source
+    assert source.count("tl.dot(") == 1, source
+    assert "tl.arange(0, 16)[None, :]" in source  # the sum's block
+    kernel = pt.compile(parse_program(report.kernels[0].program), target="nvgpu")
+    assert any("reordered" in d and "1 product(s) on tl.dot instead of 0" in d for d in kernel.decisions), \
+        kernel.decisions
+
+
 def test_transposed_operand_is_read_in_place_on_nvgpu() -> None:
     """A transposed weight is loaded through its strides by tl.dot: no copy statement (on the CPU target
     the copy is made unless the packed panels read it)."""

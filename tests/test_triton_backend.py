@@ -338,3 +338,17 @@ def test_an_internal_code_generation_failure_falls_back_to_the_original_order(mo
         k = pt.compile(_program("jacobi_1d"), target="nvgpu")
     assert k.schedule_info.origin == "original"
     _check("jacobi_1d", KERNELS["jacobi_1d"].small, kernel=k, seed=2)
+
+
+def test_the_sum_block_of_tl_dot_shrinks_to_a_short_constant_sum() -> None:
+    from polytri.codegen_triton.kgen import dot_k_block
+    from polytri.ir.expr import Binary, Call, Const, Var
+
+    c, n = Var("c5", "iter"), Var("N", "param")
+    assert dot_k_block(Const(0), Const(3), 32) == 16
+    assert dot_k_block(Const(0), Const(20), 32) == 32 and dot_k_block(Const(0), Const(20), 64) == 32
+    assert dot_k_block(Const(0), n, 32) == 32  # unbounded: the model's
+    # a window that slides with an outer counter: max(c, 0) .. min(c + 3, N), at most 3 wide
+    lo = Call("max", (c, Const(0)))
+    hi = Call("min", (Binary("+", c, Const(3)), n))
+    assert dot_k_block(lo, hi, 32) == 16

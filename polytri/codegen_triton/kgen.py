@@ -16,9 +16,12 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import islpy as isl
+
 from .. import dtypes
 from ..dtypes import BOOL, DType
-from ..errors import UnsupportedError
+from ..errors import PolytriError, UnsupportedError
+from ..ir.affine import to_isl
 from ..ir.expr import Access, Expr, accesses, substitute, var_names
 from ..ir.program import Program
 from ..ir.types import Typer
@@ -72,6 +75,31 @@ def upper_exclusive(loop: For) -> Expr:
 
 def _loop_range(loop: For) -> tuple[Expr, Expr]:
     return loop.lower, upper_exclusive(loop)
+
+
+#: The smallest sum block ``tl.dot`` takes.
+MIN_DOT_K = 16
+
+
+def dot_k_block(lo: Expr, hi: Expr, model_k: int) -> int:
+    """The block of the sum of a ``tl.dot`` contraction over ``[lo, hi)``: the model's, or a smaller power
+    of two (at least :data:`MIN_DOT_K`) when isl bounds the loop's extent below it whatever the outer
+    counters and parameters (a convolution's sum over the kernel width, 3: 16 lanes of the sum instead of
+    32, most of them zero padding either way)."""
+    names = sorted(var_names(lo, "iter") | var_names(hi, "iter"))
+    params = sorted(var_names(lo, "param") | var_names(hi, "param"))
+    try:
+        extent = isl.PwAff(f"[{', '.join(params)}] -> {{ [{', '.join(names)}] -> "
+                           f"[({to_isl(hi, what='bound', allow_minmax=True)}) - "
+                           f"({to_isl(lo, what='bound', allow_minmax=True)})] }}").max_val()
+    except (PolytriError, isl.Error):
+        return model_k
+    if not extent.is_int():
+        return model_k
+    k = MIN_DOT_K
+    while k < extent.to_python() and k < model_k:
+        k *= 2
+    return min(k, model_k)
 
 
 class KernelPrinter:
@@ -430,7 +458,7 @@ class KernelPrinter:
             self.flush(name)
         d = self.t(red.value).dtype
         lo, hi = _loop_range(loop)
-        bk = self.model.dot_block[2]
+        bk = dot_k_block(lo, hi, self.model.dot_block[2])
         b0, b1 = self.shape
         pr = TritonExprPrinter(self.t, str, {}, bf16_as_f32=self.bf16)
         acc_t, op_t = TL_TYPES[con.accumulator.name], pr.tl_type(con.operand)

@@ -15,6 +15,7 @@ from ..schedule.legality import prove_legal
 from ..schedule.permute import parallel_outward
 from ..schedule.pluto import FUSION_POLICIES
 from ..schedule.schedule import Schedule
+from .dot_order import order_for_dot
 from .host import dot_contractions, launch_chains
 from .kernel import TritonKernel
 from .module import generate_module
@@ -69,6 +70,7 @@ def _candidate(prog: Program, deps: Dependences, opts: dict[str, Any], fuse: str
             prove_legal(permuted.map, deps, what=f"{prog.name}: the GPU band order")
             decisions += [f"scheduler: {d}" for d in permuted.decisions[len(schedule.decisions):]]
             schedule, ast = permuted, build_loop_ast(prog, permuted, deps)
+    schedule, ast = order_for_dot(prog, deps, schedule, ast, decisions)
     return schedule, decisions, ast
 
 
