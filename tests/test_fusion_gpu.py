@@ -78,6 +78,10 @@ def test_products_stay_on_tl_dot(case: str) -> None:
     if case == "mlp":
         kernels = [part for part in source.split("\ndef ") if "tl.dot(" in part]
         assert "erf(" in kernels[0]  # the gelu epilogue shares the first product's launch
+        # ... and reads the accumulator: the first product itself (a temporary read nowhere else) is not
+        # stored, only its gelu is
+        assert "tl.store(pt_t_addmm + " not in kernels[0] and "tl.store(pt_t_addmm_1_a + " in kernels[0]
+        assert "temporary t_addmm is read only here, from registers" in kernels[0]
 
 
 def test_the_convolution_runs_on_tl_dot_by_output_channels_and_columns() -> None:

@@ -87,7 +87,7 @@ def test_a_softmax_on_the_cpu_moves_its_input_and_output_only() -> None:
     x = torch.randn(8, 64)
     (k,) = pt.explain(lambda a: torch.softmax(a, -1), x).kernels
     assert k.bytes_moved == 2 * x.numel() * 4 == k.unfused_bytes
-    assert {a.why for a in k.traffic.arrays if a.bytes == 0} >= {"held in local buffers, never stored"}
+    assert {a.why for a in k.traffic.arrays if a.bytes == 0} >= {"never stored (local buffers or registers)"}
 
 
 @pytest.mark.cc
@@ -108,3 +108,14 @@ def test_a_product_read_only_by_its_epilogue_is_written_once() -> None:
     why = {a.array: (a.bytes, a.why) for a in k.traffic.arrays}
     assert why["t_addmm"] == (16 * 64 * 4, "temporary written, read back in cache by an epilogue"), why
     assert k.bytes_moved < k.unfused_bytes  # eager writes and reads each layer's product and the gelu
+
+
+
+@pytest.mark.interp
+def test_on_nvgpu_a_product_read_only_from_registers_moves_nothing() -> None:
+    w1, b1, w2, b2 = torch.randn(64, 32), torch.randn(64), torch.randn(32, 64), torch.randn(32)
+    x = torch.randn(16, 32)
+    rep = pt.explain(lambda a: F.linear(F.gelu(F.linear(a, w1, b1)), w2, b2), x, compile_options={"target": "nvgpu"})
+    (k,) = rep.kernels
+    why = {a.array: (a.bytes, a.why) for a in k.traffic.arrays}
+    assert why["t_addmm"] == (0, "never stored (local buffers or registers)"), why

@@ -35,10 +35,12 @@ class TritonKernel(CompiledKernel):
 
     def __init__(self, program: Program, schedule: Schedule, deps: Dependences, *, target: str, arch: GPUArch,
                  model: LaunchModel, source: str, interpreter_source: str, launches: list[Launch],
-                 options: dict[str, Any], decisions: list[str]):
+                 options: dict[str, Any], decisions: list[str], local_arrays: frozenset[str] = frozenset()):
         super().__init__(program, schedule, deps, options, decisions, target)
         self.source = source
         """The generated Triton module (kernels and the host function that launches them)."""
+        self.local_arrays = local_arrays
+        """Temporaries never stored: read only from the registers of the program that computes them."""
         self.interpreter_source = interpreter_source
         """The module run by the interpreter (differs from :attr:`source` only for bfloat16 programs)."""
         self.arch = arch

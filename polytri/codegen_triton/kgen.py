@@ -106,8 +106,15 @@ class KernelPrinter:
     """Prints one kernel of a program; :meth:`source` returns the function text."""
 
     def __init__(self, program: Program, spec: KernelSpec, typer: Typer, model: LaunchModel, *,
-                 bf16_as_f32: bool, fp32_dot: str):
+                 bf16_as_f32: bool, fp32_dot: str, private: frozenset[str] = frozenset()):
         self.p = program
+        self.private = private
+        """Temporaries that only this kernel's statements read (see :meth:`flush`)."""
+        self.loaded: set[str] = set()
+        """Arrays this kernel loads from memory (not from a value it stored)."""
+        self.stored: set[str] = set()
+        """Arrays this kernel stores to; ``dropped``: arrays whose stores it found dead (see :meth:`flush`)."""
+        self.dropped: set[str] = set()
         self.spec = spec
         self.t = typer
         self.model = model
@@ -151,6 +158,7 @@ class KernelPrinter:
             known = self.known.get((ptr, mask))
             if known is not None:
                 return known  # the value this program stored there last (an epilogue reads its accumulator)
+            self.loaded.add(acc.array)
             self.flush(acc.array)
             return f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.load({ptr})"
         return TritonExprPrinter(self.t, load, names, bf16_as_f32=self.bf16)
@@ -213,7 +221,7 @@ class KernelPrinter:
         ctx = _Ctx(mask=None, names={})
         depth = self.grid(ctx)
         self.node(spec.body, depth, ctx)
-        self.flush()
+        self.flush(final=True)
         return "\n".join(self.lines) + "\n"
 
     def grid(self, ctx: _Ctx) -> int:
@@ -353,14 +361,22 @@ class KernelPrinter:
         self.pending.append((depth, target.array, ptr, mask, v))
         self.known[(ptr, mask)] = v
 
-    def flush(self, array: str | None = None, forget: bool = True) -> None:
+    def flush(self, array: str | None = None, forget: bool = True, final: bool = False) -> None:
         """Print the pending stores (of ``array`` only, if given), in order; ``forget`` the stored values
-        (at the boundaries of Python blocks, where variables go out of scope or memory changes)."""
+        (at the boundaries of Python blocks, where variables go out of scope or memory changes).  At the
+        end of the kernel (``final``), a store to a temporary that only this kernel's statements read,
+        none of them from memory (every read took the value this program stored: an epilogue reading its
+        product's accumulator), is dead: no one reads the array, so it is not written."""
         keep = []
         for depth, arr, ptr, mask, v in self.pending:
             if array is not None and arr != array:
                 keep.append((depth, arr, ptr, mask, v))
                 continue
+            if final and arr in self.private and arr not in self.loaded:
+                self.emit(depth, f"# the store of {v} is dead: temporary {arr} is read only here, from registers")
+                self.dropped.add(arr)
+                continue
+            self.stored.add(arr)
             self.emit(depth, f"tl.store({ptr}, {v}, mask={mask})" if mask else f"tl.store({ptr}, {v})")
             if arr in self.read_arrays and self.rank:
                 # another lane (thread) may read this element next: make the store visible to the program
@@ -497,6 +513,7 @@ class KernelPrinter:
             else:
                 guard = self.loop_guard(loop, names)
             self.emit_mask(depth + 1, tmask, f"{valid} & {guard}")
+            self.loaded.add(operand.array)
             self.emit(depth + 1, f"{tile} = tl.load({ptr}, mask={tmask}, other=0)")
             tiles.append(tile if pr.tl_type(self.dtype(operand.array)) == op_t else f"{tile}.to({op_t})")
         precision = f", input_precision=\"{self.fp32_dot}\"" if con.operand.kind == "f" and con.operand.bits >= 32 else ""

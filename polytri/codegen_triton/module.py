@@ -25,7 +25,7 @@ from types import ModuleType
 from ..cpu_codegen.build import cache_dir
 from ..ir.program import Program
 from ..ir.types import program_typer
-from ..loop_ast import For, Node, walk
+from ..loop_ast import For, Node, run_counts, walk
 from ..schedule.schedule import Schedule
 from .host import HostPlanner, Launch
 from .kgen import KernelPrinter, dot_contractions_in
@@ -41,8 +41,10 @@ import triton.language as tl
 
 
 def generate_module(program: Program, ast: Node, schedule: Schedule, model: LaunchModel, *, target: str,
-                    bf16_as_f32: bool, fp32_dot: str) -> tuple[str, list[Launch]]:
-    """The module's source and its launches."""
+                    bf16_as_f32: bool, fp32_dot: str, scratch: frozenset[str] = frozenset()
+                    ) -> tuple[str, list[Launch], frozenset[str]]:
+    """The module's source, its launches, and the temporaries it never stores (read from registers only);
+    ``scratch`` are temporaries no read of which sees a value from before the call."""
     typer = program_typer(program)
 
     def sides(chain, body) -> tuple[int, ...]:
@@ -56,10 +58,25 @@ def generate_module(program: Program, ast: Node, schedule: Schedule, model: Laun
 
     planner = HostPlanner(program, schedule, sides)
     host = planner.plan(ast)
-    kernels = [KernelPrinter(program, launch.spec, typer, model, bf16_as_f32=bf16_as_f32, fp32_dot=fp32_dot).source()
-               for launch in planner.launches]
+    printers = [KernelPrinter(program, launch.spec, typer, model, bf16_as_f32=bf16_as_f32, fp32_dot=fp32_dot,
+                              private=_read_only_in(launch.spec.body, program, ast, scratch))
+                for launch in planner.launches]
+    kernels = [p.source() for p in printers]
+    unstored = set().union(*(p.dropped for p in printers)) - set().union(*(p.stored for p in printers))
     parts = [_HEADER.format(name=program.name, target=target), HELPERS, *kernels, host]
-    return "\n\n".join(p.strip("\n") + "\n" for p in parts), planner.launches
+    return "\n\n".join(p.strip("\n") + "\n" for p in parts), planner.launches, frozenset(unstored)
+
+
+def _read_only_in(body: Node, program: Program, ast: Node, scratch: frozenset[str]) -> frozenset[str]:
+    """The temporaries of ``scratch`` whose every reader runs in ``body`` only (each of its instances in
+    the whole loop tree is in ``body``)."""
+    here, everywhere = run_counts(body), run_counts(ast)
+    out = set()
+    for t in scratch:
+        readers = {st.name for st in program.statements if any(a.array == t for a in st.reads)}
+        if all(here[r] == everywhere[r] for r in readers):
+            out.add(t)
+    return frozenset(out)
 
 
 def _write(source: str) -> Path:

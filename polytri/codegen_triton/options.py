@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import dtypes
 from ..errors import OptionError
+from ..fusion.traffic import live_in
 from ..ir.program import Program
 from ..loop_ast import Node, build_loop_ast
 from ..schedule.dependences import Dependences
@@ -111,12 +112,15 @@ def compile_gpu(prog: Program, deps: Dependences, schedule: Schedule, ast: Node,
     model = launch_model(arch, element_bytes=max(sizes), dot_bytes=dot_bytes, block=opts["block"],
                          dot_block=tuple(opts["dot_block"]) if opts["dot_block"] is not None else None,
                          num_warps=opts["num_warps"], num_stages=opts["num_stages"])
-    source, launches = generate_module(prog, ast, schedule, model, target=target, bf16_as_f32=False,
-                                       fp32_dot=opts["fp32_dot"])
+    temps = set(opts["temporaries"]) & {a.name for a in prog.arrays}
+    scratch = frozenset(temps - live_in(prog, temps))
+    source, launches, unstored = generate_module(prog, ast, schedule, model, target=target, bf16_as_f32=False,
+                                                 fp32_dot=opts["fp32_dot"], scratch=scratch)
     has_bf16 = any(a.dtype == "bfloat16" for a in prog.arrays) or any(s.dtype == "bfloat16" for s in prog.scalars)
     interp = generate_module(prog, ast, schedule, model, target=target, bf16_as_f32=True,
-                             fp32_dot=opts["fp32_dot"])[0] if has_bf16 else source
+                             fp32_dot=opts["fp32_dot"], scratch=scratch)[0] if has_bf16 else source
     decisions.append(f"{len(launches)} kernel launch site(s); model for {arch.name}: blocks {model.block}, "
                      f"tl.dot tiles {model.dot_block}, {model.num_warps} warps, {model.num_stages} stages")
     return TritonKernel(prog, schedule, deps, target=target, arch=arch, model=model, source=source,
-                        interpreter_source=interp, launches=launches, options=opts, decisions=decisions)
+                        interpreter_source=interp, launches=launches, options=opts, decisions=decisions,
+                        local_arrays=unstored)

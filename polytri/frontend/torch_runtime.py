@@ -60,8 +60,7 @@ class _KernelStep:
         assert seg.program is not None
         self.segment = seg
         opts = options.compile_options(target)
-        if target == "cpu":  # intermediates: their contents after the call do not matter
-            opts["temporaries"] = tuple(seg.temps)
+        opts["temporaries"] = tuple(seg.temps)  # intermediates: their contents after the call do not matter
         self.kernel = (compile_cached(seg.program, target, opts,
                                       use_disk=options.cache)
                        if seg.program.statements else None)

@@ -6,8 +6,9 @@ its full size, in each direction it is used.
 * An array whose initial value some statement reads (isl's dataflow: a read with no source write in
   the program) is read once.
 * An array the program writes is written once, unless it is a temporary kept out of global memory:
-  recomputed where it is read (no statement accesses it any more), or held in buffers local to a loop
-  iteration (the C generator's array contraction, ``CpuKernel.local_arrays``).
+  recomputed where it is read (no statement accesses it any more), or never stored: held in buffers
+  local to a loop iteration (the C generator's array contraction, ``CpuKernel.local_arrays``), or read
+  only from the registers of the Triton program that computes it (``TritonKernel.local_arrays``).
 * A temporary that stays in global memory is written and read back: twice its size; only written, when
   the only reader is a product's epilogue, which reads each block in cache just after the product
   stores it (``CpuKernel.epilogue_arrays``).
@@ -90,7 +91,7 @@ def kernel_traffic(program: Program, params: Mapping[str, int], *, temporaries: 
         if a.name not in written | read:
             out.append(ArrayTraffic(a.name, 0, "not accessed (recomputed where it is read)"))
         elif a.name in kept_local:
-            out.append(ArrayTraffic(a.name, 0, "held in local buffers, never stored"))
+            out.append(ArrayTraffic(a.name, 0, "never stored (local buffers or registers)"))
         elif a.name in temps and a.name in cached:
             out.append(ArrayTraffic(a.name, size, "temporary written, read back in cache by an epilogue"))
         elif a.name in temps:
