@@ -6,8 +6,9 @@ columns (:func:`.kgen.dot_contractions_in`).  Pluto orders parallel loops for lo
 moves them outward (:func:`polytri.schedule.permute.parallel_outward`); neither knows about ``tl.dot``.
 A convolution's loops come out as (output channels, output rows, output columns): the blocks are then
 output rows by columns, and the input tile depends on both, so its sum runs on scalar lanes.  Ordering
-them (rows, channels, columns) makes each (ky, kx) step a product of a (channels x input channels) weight
-tile by an (input channels x columns) input tile.
+them (rows, channels, columns) makes the innermost step of its sum (over the kernel's width, for each
+input channel and kernel row) a product of a (channels x width) weight tile by a (width x columns) input
+tile: on ``tl.dot``, though a sum of 3 fills few of its lanes.
 
 :func:`order_for_dot` tries every order of the first run of consecutive parallel dimensions (at most
 :data:`MAX_RUN` of them) and keeps one with more products on ``tl.dot`` than the schedule has, if any.
