@@ -14,16 +14,15 @@ import islpy as isl
 
 from .cpu_codegen.build import DEFAULT_FLAGS, build_library, vector_math_flags
 from .cpu_codegen.cgen import CodegenOptions, generate_c
-from .cpu_codegen.contraction import describe
+from .cpu_codegen.contraction import describe, read_back_by_epilogues
 from .cpu_codegen.kernel import CpuKernel
-from .cpu_codegen.private import scratch_arrays
 from .errors import CompilationError, OptionError, PolytriError, public
 from .ir.builder import to_program
 from .ir.program import Program
 from .ir.textform import program_to_text
 from .ir.verify import verify
 from .loop_ast import For, Node, Run, build_loop_ast, enclosing_loops, walk
-from .schedule.dependences import Dependences, compute_dependences
+from .schedule.dependences import Dependences, compute_dependences, scratch_arrays
 from .schedule.legality import IllegalScheduleError, prove_legal
 from .schedule.locality import dominant_streams, strided_streams
 from .schedule.pluto import FUSION_POLICIES, SchedulingError, pluto_schedule
@@ -130,13 +129,15 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
             what = "parallel" if n.parallel else "carries a dependence"
             stmts = sorted({r.statement for r in walk(n.body) if isinstance(r, Run)}, key=lambda s: (len(s), s))
             decisions.append(f"loop {n.var} (time dimension {n.dim}) over {', '.join(stmts)}: {what}")
+    scratch = scratch_arrays(prog, opts["temporaries"])
     if target != "cpu":
         from .codegen_triton.options import compile_gpu
-        kernel = compile_gpu(prog, deps, schedule, ast, target=target, opts=opts, decisions=decisions)
+        kernel = compile_gpu(prog, deps, schedule, ast, target=target, opts=opts, decisions=decisions,
+                             scratch=scratch)
         _dump(prog, deps, schedule, ast, kernel.source, suffix="triton.py")
         return kernel
     cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"], microkernel=opts["microkernel"],
-                        fma=opts["fma"], scratch=scratch_arrays(prog, opts["temporaries"]))
+                        fma=opts["fma"], scratch=scratch)
     function = f"pt_{prog.name}"
     source, contractions, local = generate_c(prog, ast, function=function, options=cg)
     decisions += [describe(c) for c in contractions]
@@ -146,21 +147,7 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
     library = build_library(source, cc=opts["cc"], flags=flags)
     decisions.append(f"built with {opts['cc']} {' '.join(flags)}")
     return CpuKernel(prog, schedule, deps, source, library, function, opts, decisions, local_arrays=local,
-                     epilogue_arrays=_read_by_epilogue_only(prog, contractions))
-
-
-def _read_by_epilogue_only(prog: Program, contractions: tuple[Any, ...]) -> frozenset[str]:
-    """Targets of contraction nests that no statement reads but the nest and its epilogue (which reads
-    each block of the target in cache, just after the nest stores it)."""
-    out = set()
-    for c in contractions:
-        if c.epilogue is None:
-            continue
-        t = c.statement.target.array
-        readers = {s.name for s in prog.statements if any(a.array == t for a in s.reads)}
-        if readers <= {c.statement.name, c.epilogue.name}:
-            out.add(t)
-    return frozenset(out)
+                     epilogue_arrays=read_back_by_epilogues(prog, contractions))
 
 
 def _inline_temporaries(prog: Program, temps: tuple[str, ...]) -> tuple[Program, list[str]]:

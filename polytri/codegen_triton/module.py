@@ -73,8 +73,7 @@ def _read_only_in(body: Node, program: Program, ast: Node, scratch: frozenset[st
     here, everywhere = run_counts(body), run_counts(ast)
     out = set()
     for t in scratch:
-        readers = {st.name for st in program.statements if any(a.array == t for a in st.reads)}
-        if all(here[r] == everywhere[r] for r in readers):
+        if all(here[r] == everywhere[r] for r in program.readers(t)):
             out.add(t)
     return frozenset(out)
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from .. import dtypes
 from ..errors import OptionError
-from ..fusion.traffic import live_in
 from ..ir.program import Program
 from ..loop_ast import Node, build_loop_ast
 from ..schedule.dependences import Dependences
@@ -104,16 +103,15 @@ def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any]) -> tupl
 
 
 def compile_gpu(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, *, target: str,
-                opts: dict[str, Any], decisions: list[str]) -> TritonKernel:
-    """Generate the Triton module of a scheduled program."""
+                opts: dict[str, Any], decisions: list[str], scratch: frozenset[str]) -> TritonKernel:
+    """Generate the Triton module of a scheduled program; ``scratch``: temporaries no read of which sees a
+    value from before the call (:func:`polytri.schedule.dependences.scratch_arrays`)."""
     arch = arch_for(target, opts["arch"])
     sizes = [dtypes.dtype(a.dtype).itemsize for a in prog.arrays] or [4]
     dot_bytes = min(sizes)
     model = launch_model(arch, element_bytes=max(sizes), dot_bytes=dot_bytes, block=opts["block"],
                          dot_block=tuple(opts["dot_block"]) if opts["dot_block"] is not None else None,
                          num_warps=opts["num_warps"], num_stages=opts["num_stages"])
-    temps = set(opts["temporaries"]) & {a.name for a in prog.arrays}
-    scratch = frozenset(temps - live_in(prog, temps))
     source, launches, unstored = generate_module(prog, ast, schedule, model, target=target, bf16_as_f32=False,
                                                  fp32_dot=opts["fp32_dot"], scratch=scratch)
     has_bf16 = any(a.dtype == "bfloat16" for a in prog.arrays) or any(s.dtype == "bfloat16" for s in prog.scalars)

@@ -156,34 +156,32 @@ class _Printer:
         else:
             raise TypeError(n)
 
+    def beside(self, nest: Node, other: Node) -> tuple[Contraction, Statement] | None:
+        """The top-level contraction nest ``nest`` and the one statement of the top-level nest ``other``
+        next to it, when each nest runs only its statement and neither statement runs anywhere else."""
+        if self.counters or not (isinstance(nest, For) and isinstance(other, For)):
+            return None
+        found = self.find_contraction(nest)
+        if found is None:
+            return None
+        sums, others = run_counts(nest), run_counts(other)
+        if list(sums) != [found.statement.name] or len(others) != 1 or not self.only_here(sums | others):
+            return None
+        return found, self.p.statement(next(iter(others)))
+
     def folds_init(self, first: Node, second: Node) -> bool:
         """Whether the top-level nest ``first`` only zeroes what the contraction nest ``second``, just after
         it, computes: the contraction then zeroes it itself (:func:`.contraction.zero_init_fuses`)."""
-        if self.counters or not (isinstance(first, For) and isinstance(second, For)):
-            return False
-        found = self.find_contraction(second)
-        if found is None:
-            return False
-        inits = run_counts(first)
-        sums = run_counts(second)
-        return (len(inits) == 1 and list(sums) == [found.statement.name] and self.only_here(inits | sums)
-                and zero_init_fuses(self.p.statement(next(iter(inits))), found, self.p))
+        pair = self.beside(second, first)
+        return pair is not None and zero_init_fuses(pair[1], pair[0], self.p)
 
     def folds_epilogue(self, first: Node, second: Node) -> tuple[Statement, tuple[tuple[str, str], ...]] | None:
         """The statement of the top-level nest ``second`` and where its iterators come from, when it can run
         on each register block of the contraction nest ``first``, just before it, as soon as the block's
         sums are complete (:func:`.contraction.epilogue_iterators`)."""
-        if self.counters or not (isinstance(first, For) and isinstance(second, For)):
-            return None
-        found = self.find_contraction(first)
-        if found is None:
-            return None
-        sums, after = run_counts(first), run_counts(second)
-        if list(sums) != [found.statement.name] or len(after) != 1 or not self.only_here(sums | after):
-            return None
-        e = self.p.statement(next(iter(after)))
-        at = epilogue_iterators(e, found, self.p)
-        return None if at is None else (e, at)
+        pair = self.beside(first, second)
+        at = None if pair is None else epilogue_iterators(pair[1], pair[0], self.p)
+        return None if pair is None or at is None else (pair[1], at)
 
     def only_here(self, counts: Counter[str]) -> bool:
         """Whether the statements counted in ``counts`` (from part of the AST) run nowhere else."""

@@ -402,6 +402,13 @@ def epilogue_iterators(e: Statement, c: Contraction, program: Program) -> tuple[
     return tuple(pairs)
 
 
+def read_back_by_epilogues(program: Program, nests: tuple[Contraction, ...]) -> frozenset[str]:
+    """Targets of contraction nests that no statement reads but the nest and its epilogue, which reads
+    each block of the target in cache just after the nest stores it."""
+    return frozenset(c.statement.target.array for c in nests if c.epilogue is not None
+                     and program.readers(c.statement.target.array) <= {c.statement.name, c.epilogue.name})
+
+
 def describe(c: Contraction) -> str:
     """One line for a kernel's decisions."""
     b = blocking(c.dtype)
@@ -718,4 +725,5 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
 
 
 __all__ = ["Blocking", "Contraction", "blocking", "contraction_lines", "describe", "epilogue_iterators",
-           "find_contraction", "find_domain_contraction", "micro_kernel", "vector_bytes"]
+           "find_contraction", "find_domain_contraction", "micro_kernel", "read_back_by_epilogues",
+           "vector_bytes"]

@@ -25,7 +25,6 @@ from collections import Counter
 from collections.abc import Iterable
 
 from .. import dtypes
-from ..fusion.traffic import live_in
 from ..ir.affine import const_value, linear
 from ..ir.expr import Access, accesses, substitute
 from ..ir.program import Program, Statement
@@ -41,15 +40,6 @@ MAX_BYTES = 256 * 1024
 def local_name(array: str) -> str:
     """C name of the local buffer standing for ``array``."""
     return f"pt_loc_{array}"
-
-
-def scratch_arrays(program: Program, temporaries: Iterable[str]) -> frozenset[str]:
-    """The temporaries of ``program`` no read of which sees a value from before the call."""
-    names = {a.name for a in program.arrays} & set(temporaries)
-    before = live_in(program, names)
-    for t in sorted(before):
-        log.info("%s: temporary %s is read before it is written: kept in memory", program.name, t)
-    return frozenset(names - before)
 
 
 def _slice_position(loop: For, st: Statement, args: tuple, acc: Access) -> set[int]:

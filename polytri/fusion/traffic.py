@@ -24,11 +24,10 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-import islpy as isl
-
 from .. import dtypes
 from ..ir.affine import evaluate
 from ..ir.program import Program
+from ..schedule.dependences import live_in
 
 
 @dataclass(frozen=True)
@@ -49,25 +48,6 @@ class Traffic:
     @property
     def bytes(self) -> int:
         return sum(a.bytes for a in self.arrays)
-
-
-def live_in(program: Program, names: Iterable[str] | None = None) -> frozenset[str]:
-    """The arrays among ``names`` (default: all) some read of which sees a value from before the call."""
-    wanted = {a.name for a in program.arrays} if names is None else set(names)
-    out = set()
-    for name in sorted(wanted):
-        reads = isl.UnionMap.empty(program.context.get_space())
-        for s in program.statements:
-            for acc in s.reads:
-                if acc.array == name:
-                    reads = reads.union(isl.UnionMap.from_map(s.access_map(acc, program.params)))
-        if reads.is_empty():
-            continue
-        info = (isl.UnionAccessInfo.from_sink(reads).set_must_source(program.writes)
-                .set_schedule_map(program.schedule))
-        if not info.compute_flow().get_may_no_source().intersect_params(program.context).is_empty():
-            out.add(name)
-    return frozenset(out)
 
 
 def array_bytes(program: Program, name: str, params: Mapping[str, int]) -> int:

@@ -136,6 +136,10 @@ class Program:
                 return s
         raise ProgramError(f"program {self.name!r} has no statement {name!r}")
 
+    def readers(self, array: str) -> frozenset[str]:
+        """The statements that read ``array``."""
+        return frozenset(s.name for s in self.statements if any(a.array == array for a in s.reads))
+
     @property
     def depth(self) -> int:
         """Deepest loop nesting of any statement."""

@@ -1,4 +1,4 @@
-"""Exact dependences with isl's dataflow analysis.
+"""Exact dependences with isl's dataflow analysis, and the arrays whose values come from before the call.
 
 * flow (read after write): value-based, from the last write of each read element (isl's must-source
   analysis), which is exact for the static control programs polytri accepts;
@@ -11,6 +11,8 @@ program's parameter context.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import islpy as isl
@@ -18,6 +20,8 @@ import islpy as isl
 from ..errors import public
 from ..ir.builder import to_program
 from ..ir.program import Program
+
+log = logging.getLogger("polytri.schedule")
 
 
 @dataclass(frozen=True)
@@ -64,3 +68,31 @@ def compute_dependences(program: Program, schedule: isl.UnionMap | None = None) 
 def dependences(program: object) -> Dependences:
     """``pt.dependences``: the exact flow, anti and output dependences of a program."""
     return compute_dependences(to_program(program))
+
+
+def live_in(program: Program, names: Iterable[str] | None = None) -> frozenset[str]:
+    """The arrays among ``names`` (default: all) some read of which sees a value from before the call."""
+    wanted = {a.name for a in program.arrays} if names is None else set(names)
+    out = set()
+    for name in sorted(wanted):
+        reads = isl.UnionMap.empty(program.context.get_space())
+        for s in program.statements:
+            for acc in s.reads:
+                if acc.array == name:
+                    reads = reads.union(isl.UnionMap.from_map(s.access_map(acc, program.params)))
+        if reads.is_empty():
+            continue
+        info = (isl.UnionAccessInfo.from_sink(reads).set_must_source(program.writes)
+                .set_schedule_map(program.schedule))
+        if not info.compute_flow().get_may_no_source().intersect_params(program.context).is_empty():
+            out.add(name)
+    return frozenset(out)
+
+
+def scratch_arrays(program: Program, temporaries: Iterable[str]) -> frozenset[str]:
+    """The temporaries of ``program`` no read of which sees a value from before the call."""
+    names = {a.name for a in program.arrays} & set(temporaries)
+    before = live_in(program, names)
+    for t in sorted(before):
+        log.info("%s: temporary %s is read before it is written: kept in memory", program.name, t)
+    return frozenset(names - before)
