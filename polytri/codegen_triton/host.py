@@ -23,7 +23,7 @@ from ..ir.program import Program
 from ..ir.types import program_typer
 from ..loop_ast import Block, For, If, Node, Run, isl_expr, walk
 from ..schedule.schedule import Schedule
-from .kgen import KernelSpec, dot_contractions_in, kernel_parameters, upper_exclusive
+from .kgen import KernelSpec, dot_launch, kernel_parameters, upper_exclusive
 from .texpr import index_text, user
 
 log = logging.getLogger("polytri.triton")
@@ -101,18 +101,15 @@ def launch_chains(n: Node) -> list[int]:
 
 
 def dot_contractions(n: Node, program: Program) -> int:
-    """Number of contractions that the launches of ``n`` compute with ``tl.dot``: those whose row and
-    column loops are the two innermost grid loops of their launch."""
+    """Number of contractions that the launches of ``n`` compute with ``tl.dot`` (see
+    :func:`.kgen.dot_launch`)."""
     if isinstance(n, Block):
         return sum(dot_contractions(m, program) for m in n.body)
     if isinstance(n, If):
         return dot_contractions(n.then, program) + (dot_contractions(n.orelse, program) if n.orelse else 0)
     if isinstance(n, For) and n.parallel:
         chain = grid_chain(n)
-        if len(chain) < 2:
-            return 0
-        return len(dot_contractions_in(chain[-1].body, program, program_typer(program), chain[-2].var,
-                                       chain[-1].var))
+        return len(dot_launch(chain, chain[-1].body, program, program_typer(program))[1])
     if isinstance(n, For):
         return dot_contractions(n.body, program)
     return 0

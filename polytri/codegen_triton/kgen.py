@@ -329,9 +329,11 @@ class KernelPrinter:
         lo, hi = _loop_range(n)
         lo_t = self.scalar_bound(lo, ctx, "min", depth)
         hi_t = self.scalar_bound(hi, ctx, "max", depth)
-        if n.parallel and n.innermost and n.step == 1 and self.rank < 3:
-            # a parallel innermost loop: chunks of its iterations along a new block axis
-            side, kb = self.chunk_side(), self.fresh("k")
+        columns = self.rank == 1 and column_contraction(n, self.p, self.t, next(iter(self.vec_axis))) is not None
+        if columns or (n.parallel and n.innermost and n.step == 1 and self.rank < 3):
+            # a parallel innermost loop: chunks of its iterations along a new block axis; a parallel loop
+            # around a contraction over (block rows, its iterations): chunks of tl.dot's column side
+            side, kb = (self.model.dot_block[1] if columns else self.chunk_side()), self.fresh("k")
             self.emit(depth, f"for {kb} in range({lo_t}, {hi_t}, {side}):")
             with self.chunk(n, side, depth + 1, ctx, kb) as inner:
                 self.node(n.body, depth + 1, inner)
@@ -550,3 +552,47 @@ def dot_contractions_in(body: Node, program: Program, typer: Typer, rows: str, c
             if con is not None:
                 out.append(con)
     return out
+
+
+def column_contraction(loop: For, program: Program, typer: Typer, rows: str) -> Contraction | None:
+    """The contraction ``C[rows, j] += X[rows, k] * Y[k, j]`` when ``loop`` is a parallel unit-step loop
+    over ``j`` whose body is exactly one innermost sum loop over ``k``: a launch whose one block dimension
+    is ``rows`` runs ``loop`` in chunks along a second block axis, and the sum over each chunk is
+    ``tl.dot`` (row-block programs: the products of attention, fused with its softmax below the rows)."""
+    if not loop.parallel or loop.step != 1 or loop.innermost:
+        return None
+    body = loop.body
+    while isinstance(body, Block) and len(body.body) == 1:
+        body = body.body[0]
+    if not isinstance(body, For) or not body.innermost:
+        return None
+    red = find_reduction(body, program)
+    return find_contraction(red, typer, rows, loop.var) if red else None
+
+
+def column_contractions_in(body: Node, program: Program, typer: Typer, rows: str) -> list[Contraction]:
+    """The contractions in ``body`` that a launch whose one block dimension is ``rows`` computes with
+    ``tl.dot`` over chunks of their column loop (:func:`column_contraction`)."""
+    out = []
+    for n in walk(body):
+        if isinstance(n, For):
+            con = column_contraction(n, program, typer, rows)
+            if con is not None:
+                out.append(con)
+    return out
+
+
+def dot_launch(chain: tuple[For, ...], body: Node, program: Program, typer: Typer) -> tuple[str, list[Contraction]]:
+    """How a launch with grid loops ``chain`` and ``body`` runs its products on ``tl.dot``: ``grid`` (2-D
+    blocks over the two innermost grid loops, the products' rows and columns), ``columns`` (1-D blocks
+    over the innermost grid loop, the products' rows; their columns run in chunks of an inner loop, see
+    :func:`column_contraction`) or ``none``; and those products.  Tiles over the grid come first."""
+    if len(chain) >= 2:
+        found = dot_contractions_in(body, program, typer, chain[-2].var, chain[-1].var)
+        if found:
+            return "grid", found
+    if chain:
+        found = column_contractions_in(body, program, typer, chain[-1].var)
+        if found:
+            return "columns", found
+    return "none", []

@@ -28,7 +28,7 @@ from ..ir.types import program_typer
 from ..loop_ast import For, Node, run_counts, walk
 from ..schedule.schedule import Schedule
 from .host import HostPlanner, Launch
-from .kgen import KernelPrinter, dot_contractions_in
+from .kgen import KernelPrinter, dot_launch
 from .target import LaunchModel
 from .texpr import HELPERS
 
@@ -48,9 +48,12 @@ def generate_module(program: Program, ast: Node, schedule: Schedule, model: Laun
     typer = program_typer(program)
 
     def sides(chain, body) -> tuple[int, ...]:
+        kind = dot_launch(chain, body, program, typer)[0]
+        if kind == "grid":
+            return model.dot_block[:2]
+        if kind == "columns":
+            return (model.dot_block[0],)  # row blocks; the products' columns are chunks of inner loops
         if len(chain) >= 2:
-            if dot_contractions_in(body, program, typer, chain[-2].var, chain[-1].var):
-                return model.dot_block[:2]
             return model.block
         if any(isinstance(n, For) for n in walk(body)):
             return (model.block[0],)  # loops inside run in chunks along a second axis: few lanes here

@@ -14,8 +14,8 @@ still parallel), and the result is proved legal again.  Groups are grown greedil
 a nest joins the current group when the group stays legal and parallel, the poorest launch keeps its
 grid loops and every product its ``tl.dot``; otherwise it starts the next group.  A matmul's initialization, its product and its epilogue become one launch; an MLP's two
 layers stay two (the second product reads whole rows of the first's result); softmax's row passes become
-one.  Fusions that would take a product off ``tl.dot`` are refused: attention's two products stay in
-launches of their own around its softmax (one launch for attention needs the online softmax, not done).
+one; attention becomes one launch of row-block programs, its products on ``tl.dot`` over chunks of their
+columns (:func:`.kgen.column_contraction`).  Fusions that would take a product off ``tl.dot`` are refused.
 """
 
 from __future__ import annotations
