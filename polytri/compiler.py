@@ -100,9 +100,17 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     temps = opts["temporaries"]  # one name or several
     opts["temporaries"] = (temps,) if isinstance(temps, str) else tuple(temps or ())
     prog, fusion = _inline_temporaries(prog, opts["temporaries"])
+    built = False
+    if target != "cpu":
+        from .codegen_triton.options import online_form
+        rewritten, online = online_form(prog, target, opts)
+        fusion += online
+        if rewritten is not prog:
+            verify(rewritten)
+            prog, built = rewritten, True
     deps = compute_dependences(prog)
     try:
-        return _generate(prog, deps, target, opts, fusion)
+        return _generate(prog, deps, target, opts, fusion, built)
     except PolytriError:
         raise
     except Exception as exc:  # an internal bug: never let it become a crash when a safe path exists
@@ -115,14 +123,16 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
         return _generate(prog, deps, target, {**opts, "schedule": "original"}, fusion)
 
 
-def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any], fusion: list[str]) -> Any:
-    """Schedule, generate and build ``prog`` for ``target``."""
+def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any], fusion: list[str],
+              built: bool = False) -> Any:
+    """Schedule, generate and build ``prog`` for ``target``; ``built``: a rewrite (the online softmax) put
+    the program in the order it should run."""
     if target == "cpu":
         schedule, decisions, ast = choose_schedule(prog, deps, opts["schedule"], opts["fuse"], opts["tile"],
                                                    opts["tile_size"])
     else:  # GPU kernels block their parallel loops themselves: the schedule stays untiled
         from .codegen_triton.options import gpu_schedule
-        schedule, decisions, ast = gpu_schedule(prog, deps, opts)
+        schedule, decisions, ast = gpu_schedule(prog, deps, opts, built=built)
     decisions = [f"fusion: {d}" for d in fusion] + decisions
     for n in walk(ast):
         if isinstance(n, For):

@@ -62,6 +62,30 @@ def _constants(schedule: Schedule, d: int) -> dict[str, int]:
     return out
 
 
+def drop_uniform_dimensions(schedule: Schedule, deps: Dependences) -> Schedule:
+    """``schedule`` without the distribution dimensions at which every statement has the same constant
+    (they order nothing): the original order of a program whose nests share their outer loops interleaves
+    such zeros between its loops, which hides the run of parallel loops a GPU hoist fuses below."""
+    drop = []
+    for d in range(schedule.ndim):
+        if d < len(schedule.scalar) and schedule.scalar[d] and len(set(_constants(schedule, d).values())) == 1:
+            drop.append(d)
+    if not drop or len(drop) == schedule.ndim:
+        return schedule
+    maps: list[isl.Map] = []
+    schedule.map.foreach_map(lambda m: maps.append(m))
+    new_map = None
+    for m in maps:
+        for d in reversed(drop):
+            m = m.project_out(isl.dim_type.out, d, 1)
+        new_map = isl.UnionMap.from_map(m) if new_map is None else new_map.union(isl.UnionMap.from_map(m))
+    keep = [d for d in range(schedule.ndim) if d not in drop]
+    scalar = tuple(schedule.scalar[d] for d in keep) if schedule.scalar else ()
+    rows = tuple(schedule.rows[d] for d in keep) if schedule.rows else ()
+    return replace(schedule, map=new_map, parallel=parallel_dimensions(new_map, deps), scalar=scalar, rows=rows,
+                   bands=())
+
+
 def _grouped(schedule: Schedule, d: int, group_of: dict[str, int], deps: Dependences) -> Schedule:
     """``schedule`` with a constant dimension inserted before ``d``: statement ``S`` at ``group_of[S]``
     (non-decreasing in the value of ``d``, so the order of the instances is unchanged)."""

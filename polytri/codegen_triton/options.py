@@ -19,8 +19,8 @@ from .dot_order import order_for_dot
 from .host import dot_contractions, launch_chains
 from .kernel import TritonKernel
 from .module import generate_module
-from .nest_fusion import hoist_parallel_loops
-from .target import arch_for, launch_model
+from .nest_fusion import drop_uniform_dimensions, hoist_parallel_loops
+from .target import GPUArch, LaunchModel, arch_for, launch_model
 
 log = logging.getLogger("polytri.triton")
 
@@ -74,12 +74,21 @@ def _candidate(prog: Program, deps: Dependences, opts: dict[str, Any], fuse: str
     return schedule, decisions, ast
 
 
-def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any]) -> tuple[Schedule, list[str], Node]:
+def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any], *, built: bool = False
+                 ) -> tuple[Schedule, list[str], Node]:
     """The schedule (untiled: kernels block their parallel loops themselves), with the band order that puts
     parallel loops outward, and its loop AST.  ``fuse='auto'`` compares Pluto's smart fusion and no
     fusion by the launches they make: most contractions on ``tl.dot``, then most grid loops in the launch
     with fewest, then fewest launches, then most grid loops in the launch with most (fusion that
     serializes a parallel loop, or takes a product off the tensor cores, loses to separate kernels)."""
+    if built and opts["schedule"] == "auto":
+        # a rewrite (the online softmax) built the loops in the order they should run; Pluto is not run on
+        # them (its search on the rewritten attention takes minutes): the original order, nests fused
+        # below their shared parallel loops
+        schedule, decisions, _ = _candidate(prog, deps, {**opts, "schedule": "original"}, "smart")
+        schedule = drop_uniform_dimensions(schedule, deps)
+        decisions = [*decisions, "GPU: the program is in the order the online softmax built; Pluto not run"]
+        return hoist_parallel_loops(prog, deps, schedule, decisions, build_loop_ast(prog, schedule, deps))
     if opts["fuse"] != "auto":
         return _candidate(prog, deps, opts, opts["fuse"])
     if opts["schedule"] == "original":
@@ -102,16 +111,31 @@ def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any]) -> tupl
     return hoist_parallel_loops(prog, deps, schedule, decisions, ast)
 
 
+def gpu_model(prog: Program, target: str, opts: dict[str, Any]) -> tuple[GPUArch, LaunchModel]:
+    """The GPU of ``target`` and the launch model for ``prog``'s element types and the options."""
+    arch = arch_for(target, opts["arch"])
+    sizes = [dtypes.dtype(a.dtype).itemsize for a in prog.arrays] or [4]
+    model = launch_model(arch, element_bytes=max(sizes), dot_bytes=min(sizes), block=opts["block"],
+                         dot_block=tuple(opts["dot_block"]) if opts["dot_block"] is not None else None,
+                         num_warps=opts["num_warps"], num_stages=opts["num_stages"])
+    return arch, model
+
+
+def online_form(prog: Program, target: str, opts: dict[str, Any]) -> tuple[Program, list[str]]:
+    """``prog`` with its softmax-weighted sums in online form (:mod:`polytri.fusion.online_softmax`), in
+    blocks of ``tl.dot``'s column tile, where its temporaries allow it; with the decisions."""
+    if not opts["temporaries"] or opts["schedule"] != "auto":
+        return prog, []
+    from ..fusion.online_softmax import online_softmax
+    _, model = gpu_model(prog, target, opts)
+    return online_softmax(prog, opts["temporaries"], block=model.dot_block[1])
+
+
 def compile_gpu(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, *, target: str,
                 opts: dict[str, Any], decisions: list[str], scratch: frozenset[str]) -> TritonKernel:
     """Generate the Triton module of a scheduled program; ``scratch``: temporaries no read of which sees a
     value from before the call (:func:`polytri.schedule.dependences.scratch_arrays`)."""
-    arch = arch_for(target, opts["arch"])
-    sizes = [dtypes.dtype(a.dtype).itemsize for a in prog.arrays] or [4]
-    dot_bytes = min(sizes)
-    model = launch_model(arch, element_bytes=max(sizes), dot_bytes=dot_bytes, block=opts["block"],
-                         dot_block=tuple(opts["dot_block"]) if opts["dot_block"] is not None else None,
-                         num_warps=opts["num_warps"], num_stages=opts["num_stages"])
+    arch, model = gpu_model(prog, target, opts)
     source, launches, unstored = generate_module(prog, ast, schedule, model, target=target, bf16_as_f32=False,
                                                  fp32_dot=opts["fp32_dot"], scratch=scratch)
     has_bf16 = any(a.dtype == "bfloat16" for a in prog.arrays) or any(s.dtype == "bfloat16" for s in prog.scalars)

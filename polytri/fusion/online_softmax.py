@@ -1,0 +1,495 @@
+"""The online softmax: a softmax and the sum that consumes it, rewritten into one pass over column blocks.
+
+Attention computes, for each row ``x`` (all iterators but the last of the max reduction), over the
+columns ``r`` of a row::
+
+    S[x, r] = 0;  S[x, r] += A[x, k] * B[r, k]          a product (any sum over k)
+    M[x] = g(x, r0);  M[x] = max(M[x], g(x, r))          g reads S[x, r] (a scale: S * 0.125)
+    E[x, r] = exp(g(x, r) - M[x])
+    L[x] = 0;  L[x] += E[x, r]
+    P[x, r] = E[x, r] * c(x)                             c free of r: 1 / L[x]
+    O[x, d] = 0;  O[x, d] += P[x, r] * V[r, d]
+
+which reads each row of ``S`` three times after writing it: three passes, ``S``, ``E`` and ``P`` in
+memory.  Two facts of the algebra make one pass over blocks of ``r`` enough:
+
+* ``c`` does not depend on ``r``, so it factors out of the sum over ``r``: ``O = (sum E V) * c``;
+* ``exp(g - M) = exp(g - m) * exp(m - M)`` for any ``m``: a sum of terms linear in ``exp(g - m)``,
+  accumulated while ``m`` is the maximum of the blocks seen so far, becomes the sum for a larger
+  maximum ``m'`` when multiplied by ``exp(m - m')``.
+
+The rewrite splits ``r = r0 + B * jb + jj`` (``0 <= jj < B``) and runs, for each row and each block
+``jb`` in order: the block of ``S`` (the product over ``k`` for ``B`` columns), the block's running
+maximum ``Mb`` (seeded with ``M`` from the previous block, or with ``g(x, r0)`` in the first), the block
+of ``E`` relative to ``Mb``, the rescaling of ``L`` and ``O`` by ``exp(M - Mb)`` (from the second block
+on), their sums over the block, and ``M = Mb``; after the last block, ``O *= c``.  ``L`` and ``M`` end
+with the values of the original (``M`` exactly, ``L`` and ``O`` up to the order of the floating-point
+operations).  This is the FlashAttention algorithm, derived from the statements, not a template: any
+max reduction whose exponential feeds sums over the same index (through a factor free of it) matches.
+
+Array contraction comes with it: the blocks of ``S`` and ``E`` live in the first ``B`` columns of the
+arrays ``S`` and ``E`` (``jj <= r`` always), and ``Mb`` in column ``r0`` of ``P``, which the rewritten
+program no longer needs; so ``S``, ``E`` and ``P`` must be temporaries that nothing else reads.  The
+kernel's arguments do not change.  Every check is exact (isl, or the structure of the expressions); a
+program that does not match is left as it is, with the reason logged in ``polytri.fusion``.  The
+rewritten statements are in the order they should run: the program is compiled in that order (Pluto
+is not run on it), with its nests fused below the rows on GPUs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+import islpy as isl
+
+from ..ir.expr import Access, Binary, Call, Const, Expr, Var, accesses, substitute, transform, var_names
+from ..ir.program import Program, Statement, params_prefix
+
+log = logging.getLogger("polytri.fusion")
+
+
+class _NoMatch(Exception):
+    """The program has no online softmax to derive (the message says why)."""
+
+
+@dataclass(frozen=True)
+class _Chain:
+    """The matched statements and the frame they are expressed in: ``rows`` and ``r`` are the iterators
+    of the max reduction, ``k`` and ``d`` fresh names for the product's and the output's own loops."""
+
+    s_init: Statement
+    s_red: Statement
+    m_init: Statement
+    m_red: Statement
+    exp: Statement
+    l_init: Statement
+    l_red: Statement
+    norm: Statement
+    o_init: Statement
+    o_red: Statement
+    frames: dict[str, dict[str, str]]
+    """Each statement's iterators renamed into the frame."""
+    rows: tuple[str, ...]
+    r: str
+    k: str
+    d: str
+    lo: int
+    """The first column ``r0``."""
+
+    def statements(self) -> tuple[Statement, ...]:
+        return (self.s_init, self.s_red, self.m_init, self.m_red, self.exp, self.l_init, self.l_red, self.norm,
+                self.o_init, self.o_red)
+
+    def value(self, st: Statement) -> Expr:
+        return substitute(st.value, {a: Var(b, "iter") for a, b in self.frames[st.name].items()})
+
+    def target(self, st: Statement) -> Access:
+        t = substitute(st.target, {a: Var(b, "iter") for a, b in self.frames[st.name].items()})
+        assert isinstance(t, Access)
+        return t
+
+
+def _max_term(value: Expr, target: Access) -> Expr | None:
+    """``g`` when ``value`` is ``max(target, g)``: a call, or the NaN-propagating select the torch
+    frontend writes (``where(T > g, T, where(T != T, T, g))``)."""
+    if isinstance(value, Call) and value.func == "max":
+        a, b = value.args
+        return b if a == target else a if b == target else None
+    if isinstance(value, Call) and value.func == "where":
+        cond, keep, other = value.args
+        if (isinstance(cond, Binary) and cond.op == ">" and cond.lhs == target and keep == target
+                and isinstance(other, Call) and other.func == "where"):
+            c2, k2, g2 = other.args
+            if c2 == Binary("!=", target, target) and k2 == target and g2 == cond.rhs:
+                return cond.rhs
+    return None
+
+
+def _unify(index: tuple[Expr, ...], frame: tuple[Expr, ...]) -> dict[str, str] | None:
+    """Iterators of ``index`` (bare variables or equal constants) named as in ``frame``."""
+    out: dict[str, str] = {}
+    if len(index) != len(frame):
+        return None
+    for a, b in zip(index, frame):
+        if isinstance(a, Var) and a.kind == "iter":
+            if not (isinstance(b, Var) and b.kind == "iter") or out.setdefault(a.name, b.name) != b.name:
+                return None
+        elif var_names(a, "iter") or a != b:
+            return None
+    return out if len(set(out.values())) == len(out) else None
+
+
+def _frame(st: Statement, index: tuple[Expr, ...], frame: tuple[Expr, ...], extra: str | None = None
+           ) -> dict[str, str]:
+    """``st``'s iterators in the frame: unified through one access, at most one left (named ``extra``)."""
+    names = _unify(index, frame)
+    if names is None:
+        raise _NoMatch(f"{st.name} does not index its arrays by plain iterators as the max reduction does")
+    left = [i for i in st.iterators if i not in names]
+    if len(left) > (extra is not None):
+        raise _NoMatch(f"{st.name} has loops ({', '.join(left)}) the softmax's rows and columns do not explain")
+    if left:
+        names[left[0]] = extra  # type: ignore[assignment]
+    return names
+
+
+def _writers(program: Program, array: str) -> list[Statement]:
+    return [s for s in program.statements if s.target.array == array]
+
+
+def _one_access(e: Expr, array: str) -> Access:
+    found = [a for a in accesses(e) if a.array == array]
+    if len(found) != 1:
+        raise _NoMatch(f"{len(found)} reads of {array} where one is expected")
+    return found[0]
+
+
+def _sum_term(st: Statement, target: Access) -> Expr:
+    v = st.value
+    if isinstance(v, Binary) and v.op == "+" and v.lhs == st.target:
+        return v.rhs
+    if isinstance(v, Binary) and v.op == "+" and v.rhs == st.target:
+        return v.lhs
+    raise _NoMatch(f"{st.name} is not a sum into {target.array}")
+
+
+def _init_and_update(program: Program, array: str, what: str) -> tuple[Statement, Statement]:
+    """The two writers of ``array``: an initialization (all of whose iterators index the target) and an
+    update (with one iterator more), in the original order."""
+    ws = _writers(program, array)
+    if len(ws) != 2 or len(ws[1].iterators) != len(ws[0].iterators) + 1:
+        raise _NoMatch(f"{what} {array} is not written by one initialization and one update")
+    return ws[0], ws[1]
+
+
+def _product_factor(term: Expr, array: str) -> tuple[Access, Expr]:
+    """``term`` as ``array[...] * rest``."""
+    if isinstance(term, Binary) and term.op == "*":
+        for a, b in ((term.lhs, term.rhs), (term.rhs, term.lhs)):
+            if isinstance(a, Access) and a.array == array and array not in {x.array for x in accesses(b)}:
+                return a, b
+    raise _NoMatch(f"{term} is not {array}[...] times a factor")
+
+
+def _match(program: Program, red: Statement, temporaries: set[str]) -> _Chain:
+    """The chain of the module docstring around the max reduction ``red``, or :class:`_NoMatch`."""
+    g = _max_term(red.value, red.target)
+    if g is None:
+        raise _NoMatch(f"{red.name} is not a max reduction")
+    r, rows = red.iterators[-1], red.iterators[:-1]
+    if r in var_names(red.target, "iter") or set(rows) - var_names(red.target, "iter"):
+        raise _NoMatch(f"{red.name}'s target is not indexed by its rows (all iterators but the last)")
+    written = {s.target.array for s in program.statements}
+    s_reads = [a for a in accesses(g) if a.array in written]
+    if len(s_reads) != 1:
+        raise _NoMatch(f"{red.name} reduces a value that reads {len(s_reads)} computed arrays, not 1")
+    s_read = s_reads[0]
+    S, M = s_read.array, red.target.array
+    if _unify(s_read.index, s_read.index) is None or set(red.iterators) - var_names(s_read, "iter"):
+        raise _NoMatch(f"{red.name} reads {S} by something else than its rows and columns")
+    k = _fresh("k", red.iterators)
+    d = _fresh("d", (*red.iterators, k))
+    frames: dict[str, dict[str, str]] = {red.name: {i: i for i in red.iterators}}
+
+    s_init, s_red = _init_and_update(program, S, "the product")
+    frames[s_init.name] = _frame(s_init, s_init.target.index, s_read.index)
+    frames[s_red.name] = _frame(s_red, s_red.target.index, s_read.index, k)
+    m_ws = _writers(program, M)
+    if len(m_ws) != 2 or m_ws[1] is not red:
+        raise _NoMatch(f"the maximum {M} is not written by one initialization and {red.name}")
+    m_init = m_ws[0]
+    frames[m_init.name] = _frame(m_init, m_init.target.index, red.target.index)
+
+    exps = [s for s in program.statements if isinstance(s.value, Call) and s.value.func == "exp"
+            and any(a.array == S for a in accesses(s.value)) and any(a.array == M for a in accesses(s.value))]
+    if len(exps) != 1:
+        raise _NoMatch(f"{len(exps)} statements compute exp({S} - {M}), not 1")
+    ex = exps[0]
+    frames[ex.name] = _frame(ex, _one_access(ex.value, S).index, s_read.index)
+    E = ex.target.array
+    l_sums = [s for s in program.statements if s is not ex and any(a.array == E for a in accesses(s.value))
+              and isinstance(s.value, Binary) and s.value.op == "+" and len(accesses(s.value)) == 2]
+    if len(l_sums) != 1:
+        raise _NoMatch(f"no single sum of {E}")
+    L = l_sums[0].target.array
+    l_init, l_red = _init_and_update(program, L, "the sum")
+    frames[l_red.name] = _frame(l_red, _one_access(l_red.value, E).index, _rename(ex.target, frames[ex.name]).index)
+    frames[l_init.name] = _frame(l_init, l_init.target.index, _rename(l_red.target, frames[l_red.name]).index)
+    norms = [s for s in program.statements if s not in (l_red, ex) and any(a.array == E for a in accesses(s.value))]
+    if len(norms) != 1:
+        raise _NoMatch(f"{E} is read by {len(norms) + 1} statements besides its sum, not 1")
+    norm = norms[0]
+    frames[norm.name] = _frame(norm, _one_access(norm.value, E).index, _rename(ex.target, frames[ex.name]).index)
+    P = norm.target.array
+    p_readers = [s for s in program.statements if any(a.array == P for a in accesses(s.value))]
+    if len(p_readers) != 1:
+        raise _NoMatch(f"{P} is read by {len(p_readers)} statements, not 1")
+    o_red = p_readers[0]
+    O = o_red.target.array
+    o_init, o_red2 = _init_and_update(program, O, "the output")
+    if o_red2 is not o_red:
+        raise _NoMatch(f"{o_red.name} is not the update of {O}")
+    frames[o_red.name] = _frame(o_red, _one_access(o_red.value, P).index,
+                                _rename(norm.target, frames[norm.name]).index, d)
+    frames[o_init.name] = _frame(o_init, o_init.target.index, _rename(o_red.target, frames[o_red.name]).index)
+
+    chain = _Chain(s_init, s_red, m_init, red, ex, l_init, l_red, norm, o_init, o_red, frames, rows, r, k, d,
+                   lo=0)
+    _check_roles(program, chain, temporaries)
+    lo = _check_domains(program, chain)
+    return replace(chain, lo=lo)
+
+
+def _rename(acc: Access, frame: dict[str, str]) -> Access:
+    out = substitute(acc, {a: Var(b, "iter") for a, b in frame.items()})
+    assert isinstance(out, Access)
+    return out
+
+
+def _fresh(stem: str, taken: Iterable[str]) -> str:
+    """``stem``, or ``stem1``, ``stem2``... : the first not in ``taken`` (nor the block iterators)."""
+    name, n = stem, 0
+    while name in set(taken) | {"jb", "jj"}:
+        n += 1
+        name = f"{stem}{n}"
+    return name
+
+
+def _check_roles(program: Program, c: _Chain, temporaries: set[str]) -> None:
+    """Expressions, storage and readers as the module docstring requires."""
+    rv = var_names
+    S, M, E, L, P, O = (st.target.array for st in (c.s_init, c.m_red, c.exp, c.l_red, c.norm, c.o_red))
+    if len({S, M, E, L, P, O}) != 6:
+        raise _NoMatch("the softmax's arrays are not distinct")
+    for a in (S, E, P):
+        if a not in temporaries:
+            raise _NoMatch(f"{a} is not a temporary: the online form does not compute it")
+    dtype = {a.name: a.dtype for a in program.arrays}
+    if dtype[P] != dtype[M]:
+        raise _NoMatch(f"{P} ({dtype[P]}) cannot hold the block maximum ({dtype[M]})")
+    g = _max_term(c.value(c.m_red), c.target(c.m_red))
+    assert g is not None
+    if c.value(c.s_init) != Const(0) and c.value(c.s_init) != Const(0.0):
+        raise _NoMatch(f"{c.s_init.name} does not set {S} to zero")
+    if c.value(c.l_init) not in (Const(0), Const(0.0)) or c.value(c.o_init) not in (Const(0), Const(0.0)):
+        raise _NoMatch(f"{L} or {O} does not start from zero")
+    s_term = _sum_term(c.s_red, c.s_red.target)
+    if c.k not in rv(substitute(s_term, {a: Var(b, "iter") for a, b in c.frames[c.s_red.name].items()}), "iter"):
+        raise _NoMatch(f"{c.s_red.name} does not sum over its own loop")
+    if c.value(c.m_init) != substitute(g, {c.r: Const(0)}):
+        raise _NoMatch(f"{c.m_init.name} does not seed the maximum with the first column")
+    m_acc = c.target(c.m_red)
+    if c.value(c.exp) != Call("exp", (Binary("-", g, m_acc),)):
+        raise _NoMatch(f"{c.exp.name} is not exp(g - max) of the reduced value")
+    e_acc = c.target(c.exp)
+    if c.value(c.l_red) not in (Binary("+", c.target(c.l_red), e_acc), Binary("+", e_acc, c.target(c.l_red))):
+        raise _NoMatch(f"{c.l_red.name} is not a sum of {E}")
+    e_read, factor = _product_factor(c.value(c.norm), E)
+    if e_read != e_acc or c.r in rv(factor, "iter") or {a.array for a in accesses(factor)} & {S, E, P, M}:
+        raise _NoMatch(f"{c.norm.name} is not {E} times a factor free of the columns")
+    p_read, _ = _product_factor(_sum_term_frame(c), P)
+    if p_read != c.target(c.norm):
+        raise _NoMatch(f"{c.o_red.name} does not read {P} where {c.norm.name} writes it")
+    for i, a in enumerate(c.target(c.m_red).index + c.target(c.l_red).index):
+        if rv(a, "iter") - set(c.rows):
+            raise _NoMatch(f"the row arrays {M} and {L} are indexed by more than the rows")
+    readers = {S: {c.m_init.name, c.m_red.name, c.exp.name, c.s_red.name}, E: {c.l_red.name, c.norm.name},
+               P: {c.o_red.name}}
+    for st in program.statements:
+        for a, allowed in readers.items():
+            if st.name not in allowed and any(x.array == a for x in accesses(st.value)):
+                raise _NoMatch(f"{st.name} reads {a}, which the online form does not compute")
+    # the storage reused for the blocks: the columns (r) at one subscript of S, E and P, rows at the others
+    for st, acc in ((c.s_init, c.target(c.s_init)), (c.exp, e_acc), (c.norm, c.target(c.norm))):
+        at = [i for i, e in enumerate(acc.index) if e == Var(c.r, "iter")]
+        if len(at) != 1:
+            raise _NoMatch(f"{acc.array} is not indexed by the columns at one subscript")
+
+
+def _sum_term_frame(c: _Chain) -> Expr:
+    v, t = c.value(c.o_red), c.target(c.o_red)
+    if isinstance(v, Binary) and v.op == "+" and v.lhs == t:
+        return v.rhs
+    if isinstance(v, Binary) and v.op == "+" and v.rhs == t:
+        return v.lhs
+    raise _NoMatch(f"{c.o_red.name} is not a sum")
+
+
+def _renamed_domain(program: Program, st: Statement, frame: dict[str, str], order: tuple[str, ...]) -> isl.Set:
+    """``st``'s domain with its iterators renamed into the frame, in the frame's ``order``."""
+    inverse = {b: a for a, b in frame.items()}
+    m = isl.Map(f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}] -> "
+                f"F[{', '.join(inverse[n] for n in order)}] }}")
+    return st.domain.apply(m)
+
+
+def _check_domains(program: Program, c: _Chain) -> int:
+    """Every statement runs over the rows and columns of the max reduction (times its own loop), the
+    columns of a row are one range ``[r0, r1]`` for every row, and ``r0`` is a constant; returns ``r0``."""
+    base = _renamed_domain(program, c.m_red, c.frames[c.m_red.name], c.rows + (c.r,))
+    rows = base.project_out(isl.dim_type.set, len(c.rows), 1).set_tuple_name("F")
+    cols = base.project_out(isl.dim_type.set, 0, len(c.rows)).set_tuple_name("F")
+    if not base.is_equal(rows.flat_product(cols).set_tuple_name("F")):
+        raise _NoMatch("the columns of a row depend on the row")
+    lo = cols.dim_min(0)
+    if lo.n_piece() != 1 or not lo.is_cst():
+        raise _NoMatch("the first column is not a constant")
+    lo_val = _constant(lo)
+    if lo_val != 0:
+        raise _NoMatch("the first column is not 0")
+    for st in (c.s_init, c.exp, c.norm, c.l_red):
+        if not _renamed_domain(program, st, c.frames[st.name], c.rows + (c.r,)).is_equal(base):
+            raise _NoMatch(f"{st.name} does not run over the rows and columns of {c.m_red.name}")
+    for st in (c.m_init, c.l_init):
+        if not _renamed_domain(program, st, c.frames[st.name], c.rows).is_equal(rows):
+            raise _NoMatch(f"{st.name} does not run over the rows of {c.m_red.name}")
+    for st, own in ((c.s_red, c.k), (c.o_red, c.d)):
+        dom = _renamed_domain(program, st, c.frames[st.name], c.rows + (c.r, own))
+        if not dom.project_out(isl.dim_type.set, len(c.rows) + 1, 1).set_tuple_name("F").is_equal(base):
+            raise _NoMatch(f"{st.name} does not run over the rows and columns of {c.m_red.name}")
+    out = _renamed_domain(program, c.o_red, c.frames[c.o_red.name], c.rows + (c.d, c.r))
+    if not _renamed_domain(program, c.o_init, c.frames[c.o_init.name], c.rows + (c.d,)).is_equal(
+            out.project_out(isl.dim_type.set, len(c.rows) + 1, 1).set_tuple_name("F")):
+        raise _NoMatch(f"{c.o_init.name} does not initialize what {c.o_red.name} sums into")
+    return lo_val
+
+
+def _constant(pa: isl.PwAff) -> int:
+    out: list[int] = []
+    pa.foreach_piece(lambda _set, aff: out.append(aff.get_constant_val().to_python()))
+    return out[0]
+
+
+# -- the rewrite ---------------------------------------------------------------------------------------
+
+def _top_levels(program: Program, chain: _Chain) -> tuple[int, int]:
+    """The first and last top-level position of the chain, which must hold nothing else."""
+    names = {st.name for st in chain.statements()}
+    tops = {st.position[0] for st in chain.statements()}
+    first, last = min(tops), max(tops)
+    for st in program.statements:
+        if st.name not in names and first <= st.position[0] <= last:
+            raise _NoMatch(f"{st.name} runs between the statements of the softmax")
+    return first, last
+
+
+def _rewrite(program: Program, c: _Chain, block: int) -> Program:
+    """The program of the module docstring, blocks of ``block`` columns."""
+    jb, jj = "jb", "jj"
+    S, E, P = c.s_init.target.array, c.exp.target.array, c.norm.target.array
+    col = Binary("+", Binary("*", Const(block), Var(jb, "iter")), Var(jj, "iter"))  # r, in blocks
+
+    def blk(e: Expr) -> Expr:
+        """Frame expression with the blocks of S and E in their arrays' first columns, r in blocks."""
+        def one(n: Expr) -> Expr | None:
+            if isinstance(n, Access) and n.array in (S, E):
+                return Access(n.array, tuple(Var(jj, "iter") if i == Var(c.r, "iter") else substitute(i, {c.r: col})
+                                             for i in n.index))
+            return None
+        return substitute(transform(e, one), {c.r: col})
+
+    def swap(e: Expr, old: Access, new: Expr) -> Expr:
+        return transform(e, lambda n: new if n == old else None)
+
+    m_acc, l_acc, o_acc = c.target(c.m_red), c.target(c.l_red), c.target(c.o_red)
+    mb = substitute(c.target(c.norm), {c.r: Const(0)})  # the block maximum, in column 0 of P
+    assert isinstance(mb, Access)
+    e_acc = c.target(c.exp)
+    rescale = Call("exp", (Binary("-", m_acc, mb),))
+    _, factor = _product_factor(c.value(c.norm), E)
+    term = swap(_sum_term_frame(c), c.target(c.norm), e_acc)
+    g = _max_term(c.value(c.m_red), m_acc)
+    assert g is not None
+    rows = c.rows
+
+    def dom(st: Statement, order: tuple[str, ...]) -> isl.Set:
+        """``st``'s domain in ``order`` (frame names, r split into jb and jj; jj dropped when absent)."""
+        frame = c.frames[st.name]
+        old = ", ".join(f"o_{i}" for i in st.iterators)
+        eqs = [f"{frame[i]} = o_{i}" if frame[i] != c.r else f"{block} * {jb} + {jj} = o_{i}"
+               for i in st.iterators]
+        full = order if jj in order else order + (jj,)
+        m = isl.Map(f"{params_prefix(program.params)}{{ {st.name}[{old}] -> F[{', '.join(full)}] : "
+                    f"{' and '.join(eqs)} and 0 <= {jj} < {block} }}")
+        out = st.domain.apply(m)
+        if jj not in order:
+            out = out.project_out(isl.dim_type.set, len(order), 1).set_tuple_name("F")
+        return out
+
+    def stmt(name: str, order: tuple[str, ...], domain: isl.Set, target: Expr, value: Expr, rank: int | None,
+             top: int) -> Statement:
+        domain = domain.set_tuple_name(name)
+        for i, n in enumerate(order):
+            domain = domain.set_dim_name(isl.dim_type.set, i, n)
+        inner = len(order) - len(rows) - 1
+        position = ((top,) + (0,) * len(order) if rank is None else
+                    (top,) + (0,) * len(rows) + (rank,) + (0,) * inner)
+        assert isinstance(target, Access)
+        return Statement(name, domain, order, target, value, position)
+
+    first, last = _top_levels(program, c)
+    nest = first + 2
+    bj, bjj = rows + (jb,), rows + (jb, jj)
+    row_dom = dom(c.m_red, bj)
+    first_block = row_dom.intersect(isl.Set(f"{params_prefix(program.params)}{{ F[{', '.join(bj)}] : {jb} = 0 }}"))
+    later = row_dom.intersect(isl.Set(f"{params_prefix(program.params)}{{ F[{', '.join(bj)}] : {jb} >= 1 }}"))
+    out_dom = dom(c.o_red, rows + (jb, c.d))
+    out_later = out_dom.intersect(isl.Set(f"{params_prefix(program.params)}{{ F[{', '.join(rows + (jb, c.d))}] : "
+                                          f"{jb} >= 1 }}"))
+    seed = substitute(transform(g, lambda n: Access(n.array, tuple(Const(0) if i == Var(c.r, "iter") else i
+                                                                     for i in n.index))
+                                if isinstance(n, Access) and n.array == S else None), {c.r: Const(0)})
+    body = [
+        (c.s_init.name, bjj, dom(c.s_init, bjj), blk(c.target(c.s_init)), blk(c.value(c.s_init))),
+        (c.s_red.name, bjj + (c.k,), dom(c.s_red, bjj + (c.k,)), blk(c.target(c.s_red)), blk(c.value(c.s_red))),
+        (c.m_init.name, bj, first_block, mb, seed),
+        (f"{c.m_red.name}_seed", bj, later, mb, m_acc),
+        (c.m_red.name, bjj, dom(c.m_red, bjj), mb, blk(swap(c.value(c.m_red), m_acc, mb))),
+        (c.exp.name, bjj, dom(c.exp, bjj), blk(e_acc), blk(swap(c.value(c.exp), m_acc, mb))),
+        (f"{c.l_red.name}_rescale", bj, later, l_acc, Binary("*", l_acc, rescale)),
+        (c.l_red.name, bjj, dom(c.l_red, bjj), l_acc, blk(c.value(c.l_red))),
+        (f"{c.o_red.name}_rescale", rows + (jb, c.d), out_later, o_acc, Binary("*", o_acc, rescale)),
+        (c.o_red.name, rows + (jb, c.d, jj), dom(c.o_red, rows + (jb, c.d, jj)), o_acc,
+         Binary("+", o_acc, blk(term))),
+        (f"{c.m_red.name}_carry", bj, row_dom, m_acc, mb),
+    ]
+    new = [stmt(name, order, d_, t, v, rank, nest) for rank, (name, order, d_, t, v) in enumerate(body)]
+    o_rows = _renamed_domain(program, c.o_init, c.frames[c.o_init.name], rows + (c.d,))
+    new.append(stmt(f"{c.o_red.name}_scale", rows + (c.d,), o_rows, o_acc, Binary("*", o_acc, factor), None,
+                    first + 3))
+    inits = [replace(c.l_init, position=(first,) + (0,) * len(c.l_init.iterators)),
+             replace(c.o_init, position=(first + 1,) + (0,) * len(c.o_init.iterators))]
+    shift = first + 4 - (last + 1)
+    names = {st.name for st in c.statements()}
+    kept = [st if st.position[0] < first else replace(st, position=(st.position[0] + shift,) + st.position[1:])
+            for st in program.statements if st.name not in names]
+    before = [st for st in kept if st.position[0] < first]
+    after = [st for st in kept if st.position[0] >= first]
+    return replace(program, statements=tuple(before + inits + new + after), _cache={})
+
+
+def online_softmax(program: Program, temporaries: Iterable[str], *, block: int) -> tuple[Program, list[str]]:
+    """``program`` with its softmax-weighted sums in online form (module docstring), blocks of ``block``
+    columns, and the decisions; the program itself when nothing matches."""
+    temps = set(temporaries)
+    decisions: list[str] = []
+    for red in program.statements:
+        if _max_term(red.value, red.target) is None or not red.iterators:
+            continue
+        try:
+            chain = _match(program, red, temps)
+            rewritten = _rewrite(program, chain, block)
+        except _NoMatch as why:
+            msg = f"max reduction {red.name} not put in online form: {why}"
+            log.info("%s: %s", program.name, msg)
+            decisions.append(msg)
+            continue
+        msg = (f"online softmax: max reduction {red.name} and the sums over its columns "
+               f"({chain.l_red.name}, {chain.o_red.name}) run in one pass over blocks of {block} columns; "
+               f"{chain.s_init.target.array}, {chain.exp.target.array} and {chain.norm.target.array} hold one "
+               f"block per row")
+        log.info("%s: %s", program.name, msg)
+        return rewritten, decisions + [msg]
+    return program, decisions
