@@ -56,8 +56,8 @@ class _NoMatch(Exception):
 
 @dataclass(frozen=True)
 class _Chain:
-    """The matched statements and the frame they are expressed in: ``rows`` and ``r`` are the iterators
-    of the max reduction, ``k`` and ``d`` fresh names for the product's and the output's own loops."""
+    """The matched statements, and each one's iterators renamed into one frame: ``rows`` and ``r`` (the
+    max reduction's iterators), ``k`` (the product's own loop) and ``d`` (the output's columns)."""
 
     s_init: Statement
     s_red: Statement
@@ -70,25 +70,28 @@ class _Chain:
     o_init: Statement
     o_red: Statement
     frames: dict[str, dict[str, str]]
-    """Each statement's iterators renamed into the frame."""
     rows: tuple[str, ...]
     r: str
     k: str
     d: str
-    lo: int
-    """The first column ``r0``."""
 
     def statements(self) -> tuple[Statement, ...]:
         return (self.s_init, self.s_red, self.m_init, self.m_red, self.exp, self.l_init, self.l_red, self.norm,
                 self.o_init, self.o_red)
 
     def value(self, st: Statement) -> Expr:
+        """``st``'s right-hand side in the frame."""
         return substitute(st.value, {a: Var(b, "iter") for a, b in self.frames[st.name].items()})
 
     def target(self, st: Statement) -> Access:
-        t = substitute(st.target, {a: Var(b, "iter") for a, b in self.frames[st.name].items()})
-        assert isinstance(t, Access)
-        return t
+        """``st``'s target in the frame."""
+        return _rename(st.target, self.frames[st.name])
+
+
+def _rename(acc: Access, frame: dict[str, str]) -> Access:
+    out = substitute(acc, {a: Var(b, "iter") for a, b in frame.items()})
+    assert isinstance(out, Access)
+    return out
 
 
 def _max_term(value: Expr, target: Access) -> Expr | None:
@@ -107,8 +110,30 @@ def _max_term(value: Expr, target: Access) -> Expr | None:
     return None
 
 
+def _sum_term(value: Expr, target: Access) -> Expr:
+    """``f`` when ``value`` is ``target + f``."""
+    if isinstance(value, Binary) and value.op == "+" and value.lhs == target:
+        return value.rhs
+    if isinstance(value, Binary) and value.op == "+" and value.rhs == target:
+        return value.lhs
+    raise _NoMatch(f"{value} is not a sum into {target.array}")
+
+
+def _product_factor(term: Expr, array: str) -> tuple[Access, Expr]:
+    """``term`` as ``array[...] * rest``."""
+    if isinstance(term, Binary) and term.op == "*":
+        for a, b in ((term.lhs, term.rhs), (term.rhs, term.lhs)):
+            if isinstance(a, Access) and a.array == array and array not in {x.array for x in accesses(b)}:
+                return a, b
+    raise _NoMatch(f"{term} is not {array}[...] times a factor")
+
+
+def _is_zero(e: Expr) -> bool:
+    return e in (Const(0), Const(0.0))
+
+
 def _unify(index: tuple[Expr, ...], frame: tuple[Expr, ...]) -> dict[str, str] | None:
-    """Iterators of ``index`` (bare variables or equal constants) named as in ``frame``."""
+    """Iterators of ``index`` (bare variables, or constants equal in both) named as in ``frame``."""
     out: dict[str, str] = {}
     if len(index) != len(frame):
         return None
@@ -123,13 +148,14 @@ def _unify(index: tuple[Expr, ...], frame: tuple[Expr, ...]) -> dict[str, str] |
 
 def _frame(st: Statement, index: tuple[Expr, ...], frame: tuple[Expr, ...], extra: str | None = None
            ) -> dict[str, str]:
-    """``st``'s iterators in the frame: unified through one access, at most one left (named ``extra``)."""
+    """``st``'s iterators in the frame, unified through one access; at most one left, named ``extra``."""
     names = _unify(index, frame)
     if names is None:
         raise _NoMatch(f"{st.name} does not index its arrays by plain iterators as the max reduction does")
     left = [i for i in st.iterators if i not in names]
-    if len(left) > (extra is not None):
-        raise _NoMatch(f"{st.name} has loops ({', '.join(left)}) the softmax's rows and columns do not explain")
+    if len(left) > (extra is not None) or (extra is not None and not left):
+        raise _NoMatch(f"{st.name}'s loops are not the softmax's rows and columns"
+                       + (" and one of its own" if extra else ""))
     if left:
         names[left[0]] = extra  # type: ignore[assignment]
     return names
@@ -146,31 +172,21 @@ def _one_access(e: Expr, array: str) -> Access:
     return found[0]
 
 
-def _sum_term(st: Statement, target: Access) -> Expr:
-    v = st.value
-    if isinstance(v, Binary) and v.op == "+" and v.lhs == st.target:
-        return v.rhs
-    if isinstance(v, Binary) and v.op == "+" and v.rhs == st.target:
-        return v.lhs
-    raise _NoMatch(f"{st.name} is not a sum into {target.array}")
-
-
 def _init_and_update(program: Program, array: str, what: str) -> tuple[Statement, Statement]:
-    """The two writers of ``array``: an initialization (all of whose iterators index the target) and an
-    update (with one iterator more), in the original order."""
+    """The two writers of ``array``: an initialization and an update with one loop more."""
     ws = _writers(program, array)
     if len(ws) != 2 or len(ws[1].iterators) != len(ws[0].iterators) + 1:
         raise _NoMatch(f"{what} {array} is not written by one initialization and one update")
     return ws[0], ws[1]
 
 
-def _product_factor(term: Expr, array: str) -> tuple[Access, Expr]:
-    """``term`` as ``array[...] * rest``."""
-    if isinstance(term, Binary) and term.op == "*":
-        for a, b in ((term.lhs, term.rhs), (term.rhs, term.lhs)):
-            if isinstance(a, Access) and a.array == array and array not in {x.array for x in accesses(b)}:
-                return a, b
-    raise _NoMatch(f"{term} is not {array}[...] times a factor")
+def _fresh(stem: str, taken: Iterable[str]) -> str:
+    """``stem``, or ``stem1``, ``stem2``...: the first name not in ``taken``."""
+    name, n, used = stem, 0, set(taken)
+    while name in used:
+        n += 1
+        name = f"{stem}{n}"
+    return name
 
 
 def _match(program: Program, red: Statement, temporaries: set[str]) -> _Chain:
@@ -188,7 +204,7 @@ def _match(program: Program, red: Statement, temporaries: set[str]) -> _Chain:
     s_read = s_reads[0]
     S, M = s_read.array, red.target.array
     if _unify(s_read.index, s_read.index) is None or set(red.iterators) - var_names(s_read, "iter"):
-        raise _NoMatch(f"{red.name} reads {S} by something else than its rows and columns")
+        raise _NoMatch(f"{red.name} does not read {S} by its rows and columns, as plain subscripts")
     k = _fresh("k", red.iterators)
     d = _fresh("d", (*red.iterators, k))
     frames: dict[str, dict[str, str]] = {red.name: {i: i for i in red.iterators}}
@@ -203,163 +219,150 @@ def _match(program: Program, red: Statement, temporaries: set[str]) -> _Chain:
     frames[m_init.name] = _frame(m_init, m_init.target.index, red.target.index)
 
     exps = [s for s in program.statements if isinstance(s.value, Call) and s.value.func == "exp"
-            and any(a.array == S for a in accesses(s.value)) and any(a.array == M for a in accesses(s.value))]
+            and {S, M} <= {a.array for a in accesses(s.value)}]
     if len(exps) != 1:
         raise _NoMatch(f"{len(exps)} statements compute exp({S} - {M}), not 1")
     ex = exps[0]
     frames[ex.name] = _frame(ex, _one_access(ex.value, S).index, s_read.index)
     E = ex.target.array
-    l_sums = [s for s in program.statements if s is not ex and any(a.array == E for a in accesses(s.value))
-              and isinstance(s.value, Binary) and s.value.op == "+" and len(accesses(s.value)) == 2]
-    if len(l_sums) != 1:
-        raise _NoMatch(f"no single sum of {E}")
-    L = l_sums[0].target.array
-    l_init, l_red = _init_and_update(program, L, "the sum")
-    frames[l_red.name] = _frame(l_red, _one_access(l_red.value, E).index, _rename(ex.target, frames[ex.name]).index)
+    e_frame = _rename(ex.target, frames[ex.name]).index
+    e_readers = [s for s in program.statements if any(a.array == E for a in accesses(s.value))]
+    sums = [s for s in e_readers if s.target.array != E and _writers(program, s.target.array)[-1] is s
+            and len(_writers(program, s.target.array)) == 2 and isinstance(s.value, Binary) and s.value.op == "+"
+            and s.target in (s.value.lhs, s.value.rhs)]
+    if len(e_readers) != 2 or len(sums) != 1:
+        raise _NoMatch(f"{E} is not read by exactly one sum and one other statement")
+    l_red, norm = sums[0], next(s for s in e_readers if s is not sums[0])
+    L = l_red.target.array
+    l_init, _ = _init_and_update(program, L, "the sum")
+    frames[l_red.name] = _frame(l_red, _one_access(l_red.value, E).index, e_frame)
     frames[l_init.name] = _frame(l_init, l_init.target.index, _rename(l_red.target, frames[l_red.name]).index)
-    norms = [s for s in program.statements if s not in (l_red, ex) and any(a.array == E for a in accesses(s.value))]
-    if len(norms) != 1:
-        raise _NoMatch(f"{E} is read by {len(norms) + 1} statements besides its sum, not 1")
-    norm = norms[0]
-    frames[norm.name] = _frame(norm, _one_access(norm.value, E).index, _rename(ex.target, frames[ex.name]).index)
+    frames[norm.name] = _frame(norm, _one_access(norm.value, E).index, e_frame)
     P = norm.target.array
     p_readers = [s for s in program.statements if any(a.array == P for a in accesses(s.value))]
     if len(p_readers) != 1:
         raise _NoMatch(f"{P} is read by {len(p_readers)} statements, not 1")
     o_red = p_readers[0]
-    O = o_red.target.array
-    o_init, o_red2 = _init_and_update(program, O, "the output")
-    if o_red2 is not o_red:
-        raise _NoMatch(f"{o_red.name} is not the update of {O}")
+    o_init, o_update = _init_and_update(program, o_red.target.array, "the output")
+    if o_update is not o_red:
+        raise _NoMatch(f"{o_red.name} is not the update of {o_red.target.array}")
     frames[o_red.name] = _frame(o_red, _one_access(o_red.value, P).index,
                                 _rename(norm.target, frames[norm.name]).index, d)
     frames[o_init.name] = _frame(o_init, o_init.target.index, _rename(o_red.target, frames[o_red.name]).index)
 
-    chain = _Chain(s_init, s_red, m_init, red, ex, l_init, l_red, norm, o_init, o_red, frames, rows, r, k, d,
-                   lo=0)
-    _check_roles(program, chain, temporaries)
-    lo = _check_domains(program, chain)
-    return replace(chain, lo=lo)
+    chain = _Chain(s_init, s_red, m_init, red, ex, l_init, l_red, norm, o_init, o_red, frames, rows, r, k, d)
+    _check_values(program, chain, temporaries)
+    _check_domains(program, chain)
+    _check_order(program, chain)
+    return chain
 
 
-def _rename(acc: Access, frame: dict[str, str]) -> Access:
-    out = substitute(acc, {a: Var(b, "iter") for a, b in frame.items()})
-    assert isinstance(out, Access)
-    return out
-
-
-def _fresh(stem: str, taken: Iterable[str]) -> str:
-    """``stem``, or ``stem1``, ``stem2``... : the first not in ``taken`` (nor the block iterators)."""
-    name, n = stem, 0
-    while name in set(taken) | {"jb", "jj"}:
-        n += 1
-        name = f"{stem}{n}"
-    return name
-
-
-def _check_roles(program: Program, c: _Chain, temporaries: set[str]) -> None:
-    """Expressions, storage and readers as the module docstring requires."""
-    rv = var_names
-    S, M, E, L, P, O = (st.target.array for st in (c.s_init, c.m_red, c.exp, c.l_red, c.norm, c.o_red))
-    if len({S, M, E, L, P, O}) != 6:
+def _check_values(program: Program, c: _Chain, temporaries: set[str]) -> None:
+    """The right-hand sides, arrays and readers of the module docstring."""
+    S, M, E, L, P, Out = (st.target.array for st in (c.s_init, c.m_red, c.exp, c.l_red, c.norm, c.o_red))
+    chain_arrays = {S, M, E, L, P, Out}
+    if len(chain_arrays) != 6:
         raise _NoMatch("the softmax's arrays are not distinct")
+    readers = program.readers(S) - {c.s_red.name, c.m_init.name, c.m_red.name, c.exp.name}
+    if readers:
+        raise _NoMatch(f"{', '.join(sorted(readers))} read {S}, which the online form keeps one block of")
     for a in (S, E, P):
         if a not in temporaries:
             raise _NoMatch(f"{a} is not a temporary: the online form does not compute it")
-    dtype = {a.name: a.dtype for a in program.arrays}
-    if dtype[P] != dtype[M]:
-        raise _NoMatch(f"{P} ({dtype[P]}) cannot hold the block maximum ({dtype[M]})")
-    g = _max_term(c.value(c.m_red), c.target(c.m_red))
+    if program.array(P).dtype != program.array(M).dtype:
+        raise _NoMatch(f"{P} cannot hold the block maximum: it is {program.array(P).dtype}, "
+                       f"{M} {program.array(M).dtype}")
+    if not (_is_zero(c.value(c.s_init)) and _is_zero(c.value(c.l_init)) and _is_zero(c.value(c.o_init))):
+        raise _NoMatch(f"{S}, {L} or {Out} does not start from zero")
+    product = _sum_term(c.value(c.s_red), c.target(c.s_red))
+    if c.k not in var_names(product, "iter") or {a.array for a in accesses(product)} & chain_arrays:
+        raise _NoMatch(f"{c.s_red.name} is not a sum over its own loop of values computed before")
+    m_acc, e_acc, p_acc = c.target(c.m_red), c.target(c.exp), c.target(c.norm)
+    g = _max_term(c.value(c.m_red), m_acc)
     assert g is not None
-    if c.value(c.s_init) != Const(0) and c.value(c.s_init) != Const(0.0):
-        raise _NoMatch(f"{c.s_init.name} does not set {S} to zero")
-    if c.value(c.l_init) not in (Const(0), Const(0.0)) or c.value(c.o_init) not in (Const(0), Const(0.0)):
-        raise _NoMatch(f"{L} or {O} does not start from zero")
-    s_term = _sum_term(c.s_red, c.s_red.target)
-    if c.k not in rv(substitute(s_term, {a: Var(b, "iter") for a, b in c.frames[c.s_red.name].items()}), "iter"):
-        raise _NoMatch(f"{c.s_red.name} does not sum over its own loop")
     if c.value(c.m_init) != substitute(g, {c.r: Const(0)}):
         raise _NoMatch(f"{c.m_init.name} does not seed the maximum with the first column")
-    m_acc = c.target(c.m_red)
     if c.value(c.exp) != Call("exp", (Binary("-", g, m_acc),)):
-        raise _NoMatch(f"{c.exp.name} is not exp(g - max) of the reduced value")
-    e_acc = c.target(c.exp)
-    if c.value(c.l_red) not in (Binary("+", c.target(c.l_red), e_acc), Binary("+", e_acc, c.target(c.l_red))):
+        raise _NoMatch(f"{c.exp.name} is not exp(g - max) of the reduced value g")
+    if _sum_term(c.value(c.l_red), c.target(c.l_red)) != e_acc:
         raise _NoMatch(f"{c.l_red.name} is not a sum of {E}")
     e_read, factor = _product_factor(c.value(c.norm), E)
-    if e_read != e_acc or c.r in rv(factor, "iter") or {a.array for a in accesses(factor)} & {S, E, P, M}:
+    if e_read != e_acc or c.r in var_names(factor, "iter") or {a.array for a in accesses(factor)} & (chain_arrays - {L}):
         raise _NoMatch(f"{c.norm.name} is not {E} times a factor free of the columns")
-    p_read, _ = _product_factor(_sum_term_frame(c), P)
-    if p_read != c.target(c.norm):
-        raise _NoMatch(f"{c.o_red.name} does not read {P} where {c.norm.name} writes it")
-    for i, a in enumerate(c.target(c.m_red).index + c.target(c.l_red).index):
-        if rv(a, "iter") - set(c.rows):
+    p_read, rest = _product_factor(_sum_term(c.value(c.o_red), c.target(c.o_red)), P)
+    if p_read != p_acc or {a.array for a in accesses(rest)} & chain_arrays:
+        raise _NoMatch(f"{c.o_red.name} does not sum {P} times values computed before")
+    for a in m_acc.index + c.target(c.l_red).index:
+        if var_names(a, "iter") - set(c.rows):
             raise _NoMatch(f"the row arrays {M} and {L} are indexed by more than the rows")
-    readers = {S: {c.m_init.name, c.m_red.name, c.exp.name, c.s_red.name}, E: {c.l_red.name, c.norm.name},
-               P: {c.o_red.name}}
-    for st in program.statements:
-        for a, allowed in readers.items():
-            if st.name not in allowed and any(x.array == a for x in accesses(st.value)):
-                raise _NoMatch(f"{st.name} reads {a}, which the online form does not compute")
-    # the storage reused for the blocks: the columns (r) at one subscript of S, E and P, rows at the others
-    for st, acc in ((c.s_init, c.target(c.s_init)), (c.exp, e_acc), (c.norm, c.target(c.norm))):
-        at = [i for i, e in enumerate(acc.index) if e == Var(c.r, "iter")]
-        if len(at) != 1:
+    for acc in (c.target(c.s_init), e_acc, p_acc):  # their storage holds the blocks
+        if sum(1 for e in acc.index if e == Var(c.r, "iter")) != 1:
             raise _NoMatch(f"{acc.array} is not indexed by the columns at one subscript")
 
 
-def _sum_term_frame(c: _Chain) -> Expr:
-    v, t = c.value(c.o_red), c.target(c.o_red)
-    if isinstance(v, Binary) and v.op == "+" and v.lhs == t:
-        return v.rhs
-    if isinstance(v, Binary) and v.op == "+" and v.rhs == t:
-        return v.lhs
-    raise _NoMatch(f"{c.o_red.name} is not a sum")
-
-
 def _renamed_domain(program: Program, st: Statement, frame: dict[str, str], order: tuple[str, ...]) -> isl.Set:
-    """``st``'s domain with its iterators renamed into the frame, in the frame's ``order``."""
+    """``st``'s domain with its iterators renamed into the frame, in the frame's ``order`` (tuple ``F``)."""
     inverse = {b: a for a, b in frame.items()}
     m = isl.Map(f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}] -> "
                 f"F[{', '.join(inverse[n] for n in order)}] }}")
     return st.domain.apply(m)
 
 
-def _check_domains(program: Program, c: _Chain) -> int:
-    """Every statement runs over the rows and columns of the max reduction (times its own loop), the
-    columns of a row are one range ``[r0, r1]`` for every row, and ``r0`` is a constant; returns ``r0``."""
+def _drop(s: isl.Set, first: int, n: int) -> isl.Set:
+    return s.project_out(isl.dim_type.set, first, n).set_tuple_name("F")
+
+
+def _check_domains(program: Program, c: _Chain) -> None:
+    """The statements run over the rows and columns of the max reduction (the product over some of them,
+    each with its own loop; the output for each of its elements over all the columns), and the columns
+    of every row are the same range, from 0."""
     base = _renamed_domain(program, c.m_red, c.frames[c.m_red.name], c.rows + (c.r,))
-    rows = base.project_out(isl.dim_type.set, len(c.rows), 1).set_tuple_name("F")
-    cols = base.project_out(isl.dim_type.set, 0, len(c.rows)).set_tuple_name("F")
+    rows, cols = _drop(base, len(c.rows), 1), _drop(base, 0, len(c.rows))
     if not base.is_equal(rows.flat_product(cols).set_tuple_name("F")):
         raise _NoMatch("the columns of a row depend on the row")
-    lo = cols.dim_min(0)
-    if lo.n_piece() != 1 or not lo.is_cst():
-        raise _NoMatch("the first column is not a constant")
-    lo_val = _constant(lo)
-    if lo_val != 0:
-        raise _NoMatch("the first column is not 0")
+    if not cols.lexmin().is_subset(isl.Set(f"{params_prefix(program.params)}{{ F[0] }}")):
+        raise _NoMatch("the columns do not start at 0")
     for st in (c.s_init, c.exp, c.norm, c.l_red):
         if not _renamed_domain(program, st, c.frames[st.name], c.rows + (c.r,)).is_equal(base):
             raise _NoMatch(f"{st.name} does not run over the rows and columns of {c.m_red.name}")
     for st in (c.m_init, c.l_init):
         if not _renamed_domain(program, st, c.frames[st.name], c.rows).is_equal(rows):
             raise _NoMatch(f"{st.name} does not run over the rows of {c.m_red.name}")
-    for st, own in ((c.s_red, c.k), (c.o_red, c.d)):
-        dom = _renamed_domain(program, st, c.frames[st.name], c.rows + (c.r, own))
-        if not dom.project_out(isl.dim_type.set, len(c.rows) + 1, 1).set_tuple_name("F").is_equal(base):
-            raise _NoMatch(f"{st.name} does not run over the rows and columns of {c.m_red.name}")
+    product = _renamed_domain(program, c.s_red, c.frames[c.s_red.name], c.rows + (c.r, c.k))
+    if not _drop(product, len(c.rows) + 1, 1).is_subset(base):
+        raise _NoMatch(f"{c.s_red.name} writes elements of {c.s_red.target.array} that {c.m_red.name} does not read")
+    # every output element sums over all the columns (it is rescaled at every block)
     out = _renamed_domain(program, c.o_red, c.frames[c.o_red.name], c.rows + (c.d, c.r))
-    if not _renamed_domain(program, c.o_init, c.frames[c.o_init.name], c.rows + (c.d,)).is_equal(
-            out.project_out(isl.dim_type.set, len(c.rows) + 1, 1).set_tuple_name("F")):
-        raise _NoMatch(f"{c.o_init.name} does not initialize what {c.o_red.name} sums into")
-    return lo_val
+    out_rows = _renamed_domain(program, c.o_init, c.frames[c.o_init.name], c.rows + (c.d,))
+    if not (out.is_equal(out_rows.flat_product(cols).set_tuple_name("F"))
+            and _drop(out_rows, len(c.rows), 1).is_subset(rows)):
+        raise _NoMatch(f"{c.o_red.name} does not sum over all the columns of the rows {c.o_init.name} initializes")
 
 
-def _constant(pa: isl.PwAff) -> int:
-    out: list[int] = []
-    pa.foreach_piece(lambda _set, aff: out.append(aff.get_constant_val().to_python()))
-    return out[0]
+def _check_order(program: Program, c: _Chain) -> None:
+    """In the original order, each statement of the chain reads (or updates) an element only after every
+    write of it by the statement before it in the chain: each reads the final values the rewrite
+    reproduces, and the initializations run first."""
+    sched = program.schedule
+    not_after = sched.lex_ge_union_map(sched)  # { s -> t : time(s) >= time(t) }
+    params = program.params
+
+    def uses(st: Statement, array: str) -> isl.UnionMap:
+        out = isl.UnionMap.empty(sched.get_space())
+        for acc in (*st.reads, st.target):
+            if acc.array == array:
+                out = out.union(isl.UnionMap.from_map(st.access_map(acc, params)))
+        return out
+
+    steps = [(c.s_init, c.s_red), (c.s_red, c.m_init), (c.s_red, c.m_red), (c.m_init, c.m_red),
+             (c.s_red, c.exp), (c.m_red, c.exp), (c.exp, c.l_red), (c.l_init, c.l_red), (c.exp, c.norm),
+             (c.l_red, c.norm), (c.norm, c.o_red), (c.o_init, c.o_red)]
+    for first, then in steps:
+        array = first.target.array
+        writes = isl.UnionMap.from_map(first.access_map(first.target, params))
+        pairs = writes.apply_range(uses(then, array).reverse())  # { first -> then : same element }
+        if not pairs.intersect(not_after).is_empty():
+            raise _NoMatch(f"{then.name} does not run after every write of {array} by {first.name}")
 
 
 # -- the rewrite ---------------------------------------------------------------------------------------
@@ -377,8 +380,9 @@ def _top_levels(program: Program, chain: _Chain) -> tuple[int, int]:
 
 def _rewrite(program: Program, c: _Chain, block: int) -> Program:
     """The program of the module docstring, blocks of ``block`` columns."""
-    jb, jj = "jb", "jj"
-    S, E, P = c.s_init.target.array, c.exp.target.array, c.norm.target.array
+    jb = _fresh("jb", (*c.rows, c.r, c.k, c.d))
+    jj = _fresh("jj", (*c.rows, c.r, c.k, c.d, jb))
+    S, E = c.s_init.target.array, c.exp.target.array
     col = Binary("+", Binary("*", Const(block), Var(jb, "iter")), Var(jj, "iter"))  # r, in blocks
 
     def blk(e: Expr) -> Expr:
@@ -399,7 +403,7 @@ def _rewrite(program: Program, c: _Chain, block: int) -> Program:
     e_acc = c.target(c.exp)
     rescale = Call("exp", (Binary("-", m_acc, mb),))
     _, factor = _product_factor(c.value(c.norm), E)
-    term = swap(_sum_term_frame(c), c.target(c.norm), e_acc)
+    term = swap(_sum_term(c.value(c.o_red), o_acc), c.target(c.norm), e_acc)
     g = _max_term(c.value(c.m_red), m_acc)
     assert g is not None
     rows = c.rows

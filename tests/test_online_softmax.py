@@ -1,0 +1,130 @@
+"""The online softmax (polytri/fusion/online_softmax.py): attention written as three passes over its rows
+is rewritten into one pass over column blocks with rescaling; the rewrite is checked against the
+reference interpreter, its refusals name their reason, and on nvgpu the result is one launch with both
+products on tl.dot."""
+
+from __future__ import annotations
+
+import islpy as isl
+import numpy as np
+import pytest
+
+import polytri as pt
+from polytri.fusion.online_softmax import online_softmax
+from polytri.ir.builder import to_program
+from polytri.ir.verify import verify
+
+TEMPS = ("S", "E", "P")
+SHAPES = {"Q": ("N", "K"), "Kt": ("N", "K"), "V": ("N", "D"), "S": ("N", "N"), "M": ("N",), "E": ("N", "N"),
+          "L": ("N",), "P": ("N", "N"), "O": ("N", "D")}
+
+
+def _attention(seed: str = "S[i, 0] * 0.5", extra_reader: bool = False) -> pt.Program:
+    """softmax(Q Kt^T / 2) V, one statement per pass, as the torch frontend writes it (max first)."""
+    p = pt.Program("attention", params=["N", "K", "D"])
+    for name, shape in SHAPES.items():
+        p.array(name, shape)
+    if extra_reader:
+        p.array("X", ("N", "N"))
+    with p.loop("i", 0, "N"), p.loop("j", 0, "N"):
+        p.assign("S[i, j] = 0.0")
+    with p.loop("i", 0, "N"), p.loop("j", 0, "N"), p.loop("k", 0, "K"):
+        p.assign("S[i, j] += Q[i, k] * Kt[j, k]")
+    with p.loop("i", 0, "N"):
+        p.assign(f"M[i] = {seed}")
+    with p.loop("i", 0, "N"), p.loop("j", 0, "N"):
+        p.assign("M[i] = max(M[i], S[i, j] * 0.5)")
+    with p.loop("i", 0, "N"), p.loop("j", 0, "N"):
+        p.assign("E[i, j] = exp(S[i, j] * 0.5 - M[i])")
+    with p.loop("i", 0, "N"):
+        p.assign("L[i] = 0.0")
+    with p.loop("i", 0, "N"), p.loop("j", 0, "N"):
+        p.assign("L[i] += E[i, j]")
+    with p.loop("i", 0, "N"), p.loop("j", 0, "N"):
+        p.assign("P[i, j] = E[i, j] * (1.0 / L[i])")
+    with p.loop("i", 0, "N"), p.loop("d", 0, "D"):
+        p.assign("O[i, d] = 0.0")
+    with p.loop("i", 0, "N"), p.loop("d", 0, "D"), p.loop("j", 0, "N"):
+        p.assign("O[i, d] += P[i, j] * V[j, d]")
+    if extra_reader:
+        with p.loop("i", 0, "N"), p.loop("j", 0, "N"):
+            p.assign("X[i, j] = E[i, j]")
+    return p
+
+
+def _args(n: int, k: int = 5, d: int = 3, extra: bool = False) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(n)
+    sizes = {"N": n, "K": k, "D": d}
+    shapes = dict(SHAPES, **({"X": ("N", "N")} if extra else {}))
+    return {name: rng.standard_normal([sizes[e] for e in shape]) for name, shape in shapes.items()}
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 9])
+def test_the_online_form_equals_the_three_passes(n: int) -> None:
+    """Blocks of 4 columns: one block, exactly one, and a partial last block; M and L end as before."""
+    prog = to_program(_attention())
+    online, decisions = online_softmax(prog, TEMPS, block=4)
+    assert online is not prog and "online softmax" in decisions[-1], decisions
+    verify(online)  # every access in bounds: the blocks fit the storage they reuse
+    assert {st.target.array for st in online.statements} == {"S", "M", "E", "L", "P", "O"}
+    want, got = _args(n), _args(n)
+    pt.reference(prog, **want, K=5, D=3)
+    pt.reference(online, **got, K=5, D=3)
+    for name in ("O", "M", "L"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+def test_rescaling_statements_run_from_the_second_block() -> None:
+    prog = to_program(_attention())
+    online, _ = online_softmax(prog, TEMPS, block=4)
+    text = {st.name: st.text() for st in online.statements}
+    rescales = [name for name in text if name.endswith("_rescale")]
+    assert len(rescales) == 2 and all("exp(M[i] - P[i, 0])" in text[name] for name in rescales), text
+    for name in rescales:
+        st = online.statement(name)
+        later = isl.Set(f"[N, K, D] -> {{ {name}[{', '.join(st.iterators)}] : jb >= 1 }}")
+        assert st.domain.is_subset(later) and not st.domain.is_empty()
+
+
+@pytest.mark.parametrize("temps, why", [
+    (("S", "E"), "P is not a temporary"),
+    (("E", "P"), "S is not a temporary"),
+])
+def test_arrays_the_caller_keeps_are_not_rewritten(temps: tuple[str, ...], why: str) -> None:
+    prog = to_program(_attention())
+    online, decisions = online_softmax(prog, temps, block=4)
+    assert online is prog
+    assert any(why in d for d in decisions), decisions
+
+
+def test_a_second_reader_of_the_exponentials_stops_the_rewrite() -> None:
+    prog = to_program(_attention(extra_reader=True))
+    online, decisions = online_softmax(prog, TEMPS, block=4)
+    assert online is prog
+    assert any("is not read by exactly one sum and one other statement" in d for d in decisions), decisions
+
+
+def test_a_maximum_seeded_otherwise_is_not_rewritten() -> None:
+    prog = to_program(_attention(seed="-1000.0"))
+    online, decisions = online_softmax(prog, TEMPS, block=4)
+    assert online is prog
+    assert any("does not seed the maximum with the first column" in d for d in decisions), decisions
+
+
+@pytest.mark.interp
+def test_attention_is_one_launch_on_nvgpu_with_both_products_on_tl_dot() -> None:
+    """Blocks of 16 columns (the tl.dot tile's side): 40 columns are three blocks, the last partial."""
+    prog = _attention()
+    kernel = pt.compile(prog, target="nvgpu", options={"temporaries": TEMPS, "dot_block": (16, 16, 16)})
+    assert len(kernel.launches) == 1
+    assert kernel.source.count("tl.dot(") == 2
+    assert any("online softmax" in d and "blocks of 16 columns" in d for d in kernel.decisions), kernel.decisions
+    args, want = _args(40, k=8, d=16), _args(40, k=8, d=16)
+    pt.reference(prog, **want, K=8, D=16)
+    kernel(**args, K=8, D=16)
+    np.testing.assert_allclose(args["O"], want["O"], rtol=1e-5, atol=1e-6)
+
+
+def test_the_cpu_target_keeps_the_three_passes() -> None:
+    kernel = pt.compile(_attention(), target="cpu", options={"temporaries": TEMPS})
+    assert not any("online softmax" in d for d in kernel.decisions)
