@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import polytri as pt
-from polytri.fusion.traffic import kernel_traffic, live_in
+from polytri.fusion.traffic import footprint_bytes, kernel_traffic, live_in
 from polytri.ir import to_program
 
 
@@ -119,3 +119,21 @@ def test_on_nvgpu_a_product_read_only_from_registers_moves_nothing() -> None:
     (k,) = rep.kernels
     why = {a.array: (a.bytes, a.why) for a in k.traffic.arrays}
     assert why["t_addmm"] == (0, "never stored (local buffers or registers)"), why
+
+
+def test_a_temporary_counts_the_box_of_elements_the_program_touches() -> None:
+    """A temporary of which the program uses a part (a block of columns per row, as the online softmax
+    keeps) moves that part: footprint_bytes is the bounding box of the accessed elements."""
+    p = pt.Program("part", params=["N", "B"])
+    p.array("X", ("N", "N"))
+    p.array("T", ("N", "N"))
+    p.array("Y", ("N",))
+    with p.loop("i", 0, "N"), p.loop("j", 0, "B"):
+        p.assign("T[i, j] = X[i, j] * 2.0")
+    with p.loop("i", 0, "N"), p.loop("j", 0, "B"):
+        p.assign("Y[i] = Y[i] + T[i, j]")
+    prog = to_program(p)
+    assert footprint_bytes(prog, "T", {"N": 10, "B": 3}) == 10 * 3 * 8
+    assert footprint_bytes(prog, "T", {"N": 10, "B": 0}) == 0
+    t = kernel_traffic(prog, {"N": 10, "B": 3}, temporaries=("T",))
+    assert {a.array: a.bytes for a in t.arrays}["T"] == 2 * 10 * 3 * 8

@@ -57,7 +57,7 @@ def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], ke
         t = cast(v.load(index(it, r)), v.dtype, acc)
         return value(t) if value else t
 
-    lanes = LANES.get(acc, 0)
+    lanes = 0 if ctx.on_gpu() else LANES.get(acc, 0)  # Triton chunks a reduction itself
     ext = red[-1] if dims and dims[-1] == v.rank - 1 else ""
     if lanes and ext.isdigit() and int(ext) % lanes == 0 and int(ext) >= 4 * lanes:
         chains = ACCUMULATORS if int(ext) % (ACCUMULATORS * lanes) == 0 and int(ext) >= 4 * ACCUMULATORS * lanes else 1
@@ -75,7 +75,8 @@ def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], ke
 
 
 #: Reductions over a contiguous static dimension accumulate this many partial results side by side (one
-#: vector of the machine), so the accumulation loop carries no dependence and vectorizes.
+#: vector of the machine), so the accumulation loop carries no dependence and vectorizes (on the CPU
+#: target: Triton kernels reduce chunks with tl.sum / tl.max, and the online softmax matches the plain form).
 LANES = {torch.float32: 16, torch.float64: 8}
 
 #: Vectors of partial results when the dimension is long enough (a multiple of this many vectors, at

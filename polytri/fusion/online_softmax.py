@@ -445,23 +445,30 @@ def _rewrite(program: Program, c: _Chain, block: int) -> Program:
     seed = substitute(transform(g, lambda n: Access(n.array, tuple(Const(0) if i == Var(c.r, "iter") else i
                                                                      for i in n.index))
                                 if isinstance(n, Access) and n.array == S else None), {c.r: Const(0)})
+    taken = {st.name for st in program.statements}
+
+    def named(stem: str) -> str:
+        name = _fresh(stem, taken)
+        taken.add(name)
+        return name
+
     body = [
         (c.s_init.name, bjj, dom(c.s_init, bjj), blk(c.target(c.s_init)), blk(c.value(c.s_init))),
         (c.s_red.name, bjj + (c.k,), dom(c.s_red, bjj + (c.k,)), blk(c.target(c.s_red)), blk(c.value(c.s_red))),
         (c.m_init.name, bj, first_block, mb, seed),
-        (f"{c.m_red.name}_seed", bj, later, mb, m_acc),
+        (named(f"{c.m_red.name}_seed"), bj, later, mb, m_acc),
         (c.m_red.name, bjj, dom(c.m_red, bjj), mb, blk(swap(c.value(c.m_red), m_acc, mb))),
         (c.exp.name, bjj, dom(c.exp, bjj), blk(e_acc), blk(swap(c.value(c.exp), m_acc, mb))),
-        (f"{c.l_red.name}_rescale", bj, later, l_acc, Binary("*", l_acc, rescale)),
+        (named(f"{c.l_red.name}_rescale"), bj, later, l_acc, Binary("*", l_acc, rescale)),
         (c.l_red.name, bjj, dom(c.l_red, bjj), l_acc, blk(c.value(c.l_red))),
-        (f"{c.o_red.name}_rescale", rows + (jb, c.d), out_later, o_acc, Binary("*", o_acc, rescale)),
+        (named(f"{c.o_red.name}_rescale"), rows + (jb, c.d), out_later, o_acc, Binary("*", o_acc, rescale)),
         (c.o_red.name, rows + (jb, c.d, jj), dom(c.o_red, rows + (jb, c.d, jj)), o_acc,
          Binary("+", o_acc, blk(term))),
-        (f"{c.m_red.name}_carry", bj, row_dom, m_acc, mb),
+        (named(f"{c.m_red.name}_carry"), bj, row_dom, m_acc, mb),
     ]
     new = [stmt(name, order, d_, t, v, rank, nest) for rank, (name, order, d_, t, v) in enumerate(body)]
     o_rows = _renamed_domain(program, c.o_init, c.frames[c.o_init.name], rows + (c.d,))
-    new.append(stmt(f"{c.o_red.name}_scale", rows + (c.d,), o_rows, o_acc, Binary("*", o_acc, factor), None,
+    new.append(stmt(named(f"{c.o_red.name}_scale"), rows + (c.d,), o_rows, o_acc, Binary("*", o_acc, factor), None,
                     first + 3))
     inits = [replace(c.l_init, position=(first,) + (0,) * len(c.l_init.iterators)),
              replace(c.o_init, position=(first + 1,) + (0,) * len(c.o_init.iterators))]

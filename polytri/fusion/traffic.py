@@ -11,7 +11,9 @@ its full size, in each direction it is used.
   only from the registers of the Triton program that computes it (``TritonKernel.local_arrays``).
 * A temporary that stays in global memory is written and read back: twice its size; only written, when
   the only reader is a product's epilogue, which reads each block in cache just after the product
-  stores it (``CpuKernel.epilogue_arrays``).
+  stores it (``CpuKernel.epilogue_arrays``).  Its size is that of the box of elements the program
+  touches (isl): the online softmax keeps one block of columns per row in the first columns of the
+  arrays it replaces.
 
 Reuse that misses the caches (a tile of a product loaded once per block of the other operand) is not
 counted: the estimate is a lower bound, the same for fused and unfused code, which is what makes the two
@@ -24,9 +26,11 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import islpy as isl
+
 from .. import dtypes
 from ..ir.affine import evaluate
-from ..ir.program import Program
+from ..ir.program import Program, params_prefix
 from ..schedule.dependences import live_in
 
 
@@ -56,6 +60,27 @@ def array_bytes(program: Program, name: str, params: Mapping[str, int]) -> int:
     return math.prod(max(0, evaluate(e, dict(params))) for e in a.shape) * dtypes.dtype(a.dtype).itemsize
 
 
+def footprint_bytes(program: Program, name: str, params: Mapping[str, int]) -> int:
+    """Bytes of the bounding box of the elements of array ``name`` that the program accesses, for these
+    parameter values (exact, with isl)."""
+    a = program.array(name)
+    touched = program.writes.union(program.reads).range()
+    dims = ", ".join(f"x{d}" for d in range(len(a.shape)))
+    elements = touched.extract_set(isl.Set(f"{params_prefix(program.params)}{{ {name}[{dims}] }}").get_space())
+    for i, p in enumerate(program.params):
+        elements = elements.fix_val(isl.dim_type.param, i, isl.Val.int_from_si(elements.get_ctx(), params[p]))
+    elements = elements.project_out(isl.dim_type.param, 0, len(program.params))
+    if elements.is_empty():
+        return 0
+    size, rank = dtypes.dtype(a.dtype).itemsize, len(a.shape)
+    for d in range(rank):
+        line = elements.project_out(isl.dim_type.set, d + 1, rank - d - 1).project_out(isl.dim_type.set, 0, d)
+        lo, hi = (x.sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
+                  for x in (line.lexmin(), line.lexmax()))
+        size *= hi - lo + 1
+    return size
+
+
 def kernel_traffic(program: Program, params: Mapping[str, int], *, temporaries: Iterable[str] = (),
                    local: Iterable[str] = (), read_in_cache: Iterable[str] = ()) -> Traffic:
     """The estimate of the module docstring for ``program`` run with ``params``; ``temporaries`` are the
@@ -75,6 +100,7 @@ def kernel_traffic(program: Program, params: Mapping[str, int], *, temporaries: 
         elif a.name in temps and a.name in cached:
             out.append(ArrayTraffic(a.name, size, "temporary written, read back in cache by an epilogue"))
         elif a.name in temps:
+            size = footprint_bytes(program, a.name, params)
             moves = (a.name in written) + (a.name in read)
             out.append(ArrayTraffic(a.name, moves * size, "temporary stored and read back" if moves == 2
                                     else "temporary, " + ("written" if a.name in written else "read")))
