@@ -155,3 +155,19 @@ def test_nests_fuse_in_groups_that_keep_the_grid() -> None:
     pt.reference(prog, **want, **sizes)
     kernel(**args, **sizes)
     np.testing.assert_allclose(args["Y"], want["Y"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["softmax", "row_reductions", "amin"])
+def test_row_maxima_are_chunked_and_propagate_nan(case: str) -> None:
+    """torch's amax / amin (a NaN-propagating select) reduce chunks of a row with tl.max / tl.min plus a
+    NaN test, not one column at a time; a NaN anywhere in a row gives NaN, as in eager."""
+    fn = CASES[case][0] if case in CASES else (lambda x: x.amin(-1))
+    x = torch.randn(8, 64)
+    x[2, 5] = float("nan")
+    x[3, 63] = float("nan")
+    x[4, :] = float("-inf")
+    report = pt.explain(fn, x, compile_options={"target": "nvgpu"})
+    torch.testing.assert_close(report.result, fn(x), equal_nan=True)
+    source = report.kernels[0].source
+    assert "(reduction over" in source and ("tl.max(tl.where(" in source or "tl.min(tl.where(" in source)
+    assert 'float("nan")' in source

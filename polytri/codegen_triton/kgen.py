@@ -402,13 +402,30 @@ class KernelPrinter:
         if op in ("+", "-"):
             return "0"
         if d.kind == "f":
-            return 'float("-inf")' if op == "max" else 'float("inf")'
+            return 'float("-inf")' if op in ("max", "nanmax") else 'float("inf")'
         lim = 2 ** (d.bits - 1)
-        return str(-lim if op == "max" else lim - 1)
+        return str(-lim if op in ("max", "nanmax") else lim - 1)
 
     def _combine(self, op: str, a: str, b: str) -> str:
+        """``a op b``; the NaN-propagating forms keep ``a`` when it is NaN and give ``b`` when ``b`` is."""
+        if op in ("nanmax", "nanmin"):
+            return f"tl.where({a} {'>' if op == 'nanmax' else '<'} {b}, {a}, tl.where({a} != {a}, {a}, {b}))"
         return {"+": f"{a} + {b}", "-": f"{a} + {b}", "max": f"tl.maximum({a}, {b})",
                 "min": f"tl.minimum({a}, {b})"}[op]
+
+    def _chunk_part(self, op: str, term: str, mask: str, d: DType, axis: int, depth: int) -> str:
+        """The reduction of a chunk of terms along ``axis`` (masked-off lanes give the identity); for the
+        NaN-propagating forms, NaN when any active term is NaN, whatever ``tl.max`` does with NaN."""
+        ident = self._identity(op, d)
+        if op in ("+", "-"):
+            return f"tl.sum(tl.where({mask}, {term}, {ident}), axis={axis})"
+        base = op.removeprefix("nan")
+        if op == base or d.kind != "f":
+            return f"tl.{base}(tl.where({mask}, {term}, {ident}), axis={axis})"
+        t = self.fresh("t")
+        self.emit(depth, f"{t} = {term}")
+        nan = f"tl.max(tl.where({mask} & ({t} != {t}), 1, 0), axis={axis}) > 0"
+        return f"tl.where({nan}, float(\"nan\"), tl.{base}(tl.where({mask}, {t}, {ident}), axis={axis}))"
 
     def reduction(self, reds: list[Reduction], depth: int, ctx: _Ctx) -> None:
         """``T op= f`` over a loop (several statements sharing it: one pass): chunks (:meth:`chunk_side`)
@@ -434,8 +451,7 @@ class KernelPrinter:
         with self.chunk(loop, rb, depth + 1, ctx, kb) as inner:
             for red, acc, d in accs:
                 term = self.printer(inner, inner.mask).conv(red.term, d)
-                part = f"tl.{'sum' if red.op in ('+', '-') else red.op}(tl.where({inner.mask}, {term}, " \
-                       f"{self._identity(red.op, d)}), axis={r})"
+                part = self._chunk_part(red.op, term, inner.mask, d, r, depth + 1)
                 self.emit(depth + 1, f"{acc} = {self._combine(red.op, acc, part)}")
         for red, acc, d in accs:
             self.finish(red, acc, d, lo, hi, depth, ctx)
@@ -460,8 +476,7 @@ class KernelPrinter:
         old_v = self.fresh("old")
         self.emit(depth, f"{old_v} = {pr.conv(red.target, stored)}")
         old = pr.cast(old_v, stored, d)
-        new = {"+": f"({old} + {acc})", "-": f"({old} - {acc})", "max": f"tl.maximum({old}, {acc})",
-               "min": f"tl.minimum({old}, {acc})"}[red.op]
+        new = f"({old} - {acc})" if red.op == "-" else f"({self._combine(red.op, old, acc)})"
         new = pr.cast(pr.rnd(d, new), d, stored)
         if not inside and not vector:
             new = f"tl.where({ran}, {new}, {old_v})"  # an empty loop leaves the element as it was

@@ -1,7 +1,7 @@
 """Reductions and contractions recognized on the scheduled loop tree.
 
 A *reduction loop* is an innermost loop whose body is one statement ``T = T op f`` (``op`` one of
-``+``, ``-``, ``max``, ``min``) where the target ``T`` does not depend on the loop counter and ``f``
+``+``, ``-``, ``max``, ``min``, or the NaN-propagating maximum and minimum the torch frontend writes) where the target ``T`` does not depend on the loop counter and ``f``
 does not read ``T``'s array: the loop's iterations then only combine values of ``f``, which may be
 computed for a whole chunk of the loop at once and combined with ``tl.sum`` / ``tl.max`` / ``tl.min``
 (the order of a floating-point sum changes; nothing else does).
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .. import dtypes
 from ..dtypes import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, DType
-from ..ir.expr import Access, Binary, Call, Cast, Expr, accesses, substitute, var_names
+from ..ir.expr import Access, Binary, Cast, Expr, accesses, extreme_update, substitute, var_names
 from ..ir.program import Program, Statement
 from ..ir.types import Typer
 from ..loop_ast import Block, For, Node, Run
@@ -35,7 +35,7 @@ class Reduction:
     target: Access
     """The written element, in loop counters."""
     op: str
-    """``+``, ``-``, ``max`` or ``min``."""
+    """``+``, ``-``, ``max``, ``min``, ``nanmax`` or ``nanmin`` (see :func:`.extreme_update`)."""
     term: Expr
     """The combined value ``f``, in loop counters."""
     value: Expr
@@ -110,11 +110,8 @@ def _reduction(loop: For, program: Program, run: Run) -> Reduction | None:
             found = (value.op, value.rhs)
         elif value.op == "+" and value.rhs == target:
             found = ("+", value.lhs)
-    elif isinstance(value, Call) and value.func in ("max", "min"):
-        if value.args[0] == target:
-            found = (value.func, value.args[1])
-        elif value.args[1] == target:
-            found = (value.func, value.args[0])
+    else:
+        found = extreme_update(value, target)
     if found is None:
         return None
     op, term = found

@@ -44,7 +44,19 @@ from dataclasses import dataclass, replace
 
 import islpy as isl
 
-from ..ir.expr import Access, Binary, Call, Const, Expr, Var, accesses, substitute, transform, var_names
+from ..ir.expr import (
+    Access,
+    Binary,
+    Call,
+    Const,
+    Expr,
+    Var,
+    accesses,
+    extreme_update,
+    substitute,
+    transform,
+    var_names,
+)
 from ..ir.program import Program, Statement, params_prefix
 
 log = logging.getLogger("polytri.fusion")
@@ -95,19 +107,9 @@ def _rename(acc: Access, frame: dict[str, str]) -> Access:
 
 
 def _max_term(value: Expr, target: Access) -> Expr | None:
-    """``g`` when ``value`` is ``max(target, g)``: a call, or the NaN-propagating select the torch
-    frontend writes (``where(T > g, T, where(T != T, T, g))``)."""
-    if isinstance(value, Call) and value.func == "max":
-        a, b = value.args
-        return b if a == target else a if b == target else None
-    if isinstance(value, Call) and value.func == "where":
-        cond, keep, other = value.args
-        if (isinstance(cond, Binary) and cond.op == ">" and cond.lhs == target and keep == target
-                and isinstance(other, Call) and other.func == "where"):
-            c2, k2, g2 = other.args
-            if c2 == Binary("!=", target, target) and k2 == target and g2 == cond.rhs:
-                return cond.rhs
-    return None
+    """``g`` when ``value`` is ``max(target, g)``, NaN-propagating or not (:func:`.extreme_update`)."""
+    found = extreme_update(value, target)
+    return found[1] if found is not None and found[0] in ("max", "nanmax") else None
 
 
 def _sum_term(value: Expr, target: Access) -> Expr:

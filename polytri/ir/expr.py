@@ -161,3 +161,23 @@ def transform(e: Expr, replace: Callable[[Expr], Expr | None]) -> Expr:
 def substitute(e: Expr, env: Mapping[str, Expr]) -> Expr:
     """``e`` with iterator variables replaced by expressions (subscripts included)."""
     return transform(e, lambda n: env.get(n.name) if isinstance(n, Var) and n.kind == "iter" else None)
+
+
+def extreme_update(value: Expr, target: Expr) -> tuple[str, Expr] | None:
+    """``(op, g)`` when ``value`` is ``op(target, g)``: ``max`` / ``min`` (a call, either argument order),
+    or ``nanmax`` / ``nanmin``, the NaN-propagating select the torch frontend writes for ``amax`` / ``amin``:
+    ``where(T > g, T, where(T != T, T, g))`` (``<`` for the minimum)."""
+    if isinstance(value, Call) and value.func in ("max", "min"):
+        a, b = value.args
+        if a == target:
+            return value.func, b
+        if b == target:
+            return value.func, a
+        return None
+    if isinstance(value, Call) and value.func == "where":
+        cond, keep, other = value.args
+        if (isinstance(cond, Binary) and cond.op in (">", "<") and cond.lhs == target and keep == target
+                and isinstance(other, Call) and other.func == "where"
+                and other.args == (Binary("!=", target, target), target, cond.rhs)):
+            return ("nanmax" if cond.op == ">" else "nanmin"), cond.rhs
+    return None
