@@ -99,15 +99,16 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     verify(prog)
     temps = opts["temporaries"]  # one name or several
     opts["temporaries"] = (temps,) if isinstance(temps, str) else tuple(temps or ())
-    prog, fusion = _inline_temporaries(prog, opts["temporaries"])
+    fusion: list[str] = []
     built = False
-    if target != "cpu":
+    if target != "cpu":  # the online softmax first: inlining its exponentials would hide it
         from .codegen_triton.options import online_form
-        rewritten, online = online_form(prog, target, opts)
-        fusion += online
+        rewritten, fusion = online_form(prog, target, opts)
         if rewritten is not prog:
             verify(rewritten)
             prog, built = rewritten, True
+    prog, inlined = _inline_temporaries(prog, opts["temporaries"], settled_inputs=target != "cpu")
+    fusion += inlined
     deps = compute_dependences(prog)
     try:
         return _generate(prog, deps, target, opts, fusion, built)
@@ -160,7 +161,8 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
                      epilogue_arrays=read_back_by_epilogues(prog, contractions))
 
 
-def _inline_temporaries(prog: Program, temps: tuple[str, ...]) -> tuple[Program, list[str]]:
+def _inline_temporaries(prog: Program, temps: tuple[str, ...], *, settled_inputs: bool
+                        ) -> tuple[Program, list[str]]:
     """Recompute the producers of the arrays declared temporary (option ``temporaries``)."""
     unknown = [t for t in temps if t not in {a.name for a in prog.arrays}]
     if unknown:
@@ -169,7 +171,7 @@ def _inline_temporaries(prog: Program, temps: tuple[str, ...]) -> tuple[Program,
     if not temps:
         return prog, []
     from .fusion import inline_producers
-    inlined, decisions = inline_producers(prog, temps)
+    inlined, decisions = inline_producers(prog, temps, settled_inputs=settled_inputs)
     if inlined is not prog:
         verify(inlined)
     return inlined, decisions

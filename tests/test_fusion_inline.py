@@ -88,3 +88,44 @@ def test_unread_temporary_producer_is_removed() -> None:
 def test_temporaries_option_names_arrays() -> None:
     with pytest.raises(pt.OptionError, match="'nope', not arrays of program 'blur'; its arrays: img, tmp, out"):
         pt.compile(_blur(), options={"temporaries": ["nope"]})
+
+
+def _rows() -> pt.Program:
+    """A softmax's exponentials: E reads the row maximum m, which the program writes before E."""
+    p = pt.Program("rows", params=["N", "M"])
+    for name, shape in (("x", ("N", "M")), ("m", ("N",)), ("e", ("N", "M")), ("s", ("N",)), ("y", ("N", "M"))):
+        p.array(name, shape, "float64")
+    with p.loop("i", 0, "N"):
+        p.assign("m[i] = x[i, 0]")
+    with p.loop("i", 0, "N"), p.loop("j", 0, "M"):
+        p.assign("m[i] = max(m[i], x[i, j])")
+    with p.loop("i", 0, "N"), p.loop("j", 0, "M"):
+        p.assign("e[i, j] = exp(x[i, j] - m[i])")
+    with p.loop("i", 0, "N"):
+        p.assign("s[i] = 0.0")
+    with p.loop("i", 0, "N"), p.loop("j", 0, "M"):
+        p.assign("s[i] += e[i, j]")
+    with p.loop("i", 0, "N"), p.loop("j", 0, "M"):
+        p.assign("y[i, j] = e[i, j] / s[i]")
+    return p
+
+
+def test_settled_inputs_allow_a_producer_reading_a_finished_array() -> None:
+    """With settled_inputs (the GPU targets), the exponentials of a finished row maximum are recomputed in
+    the sum and the normalization; without it, or where the maximum changes after them, they are not."""
+    prog = to_program(_rows())
+    same, d = inline_producers(prog, ["e"])
+    assert same is prog and "reads m, which the program writes" in d[0]
+    out, d = inline_producers(prog, ["e"], settled_inputs=True)
+    assert len(out.statements) == 5 and "recomputed in S4, S5" in d[0], d
+    args = {"x": np.random.default_rng(0).standard_normal((4, 6))}
+    want = {**{k: np.zeros(s) for k, s in (("m", 4), ("e", (4, 6)), ("s", 4), ("y", (4, 6)))}, **args}
+    got = {k: v.copy() for k, v in want.items()}
+    pt.reference(prog, **want)
+    pt.reference(out, **got)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-15)
+    late = _rows()
+    with late.loop("i", 0, "N"):
+        late.assign("m[i] = 0.0")  # the maximum changes after the exponentials read it
+    same, d = inline_producers(to_program(late), ["e"], settled_inputs=True)
+    assert len(same.statements) == 7 and "reads m, which the program writes after or while it runs" in d[0], d

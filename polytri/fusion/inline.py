@@ -13,7 +13,8 @@ Inlining is exact when, proved with isl:
   that wrote an element is known), and every element a consumer reads was written by ``P``, earlier in
   the original order;
 * ``P`` reads only arrays that no statement writes (so its inputs have the same values when recomputed)
-  and does not read ``T`` itself.
+  and does not read ``T`` itself; on the GPU targets (``settled_inputs``) also arrays whose every write
+  of an element ``P`` reads comes before ``P`` reads it (isl), such as a finished row maximum.
 
 It pays when the recomputed work is small: the producer's expression has at most ``max_nodes`` nodes and
 each consumer reads ``T`` at most ``max_reads`` times (the blur's vertical pass reads five rows of the
@@ -90,7 +91,26 @@ def _size(e: Expr) -> int:
     return 1
 
 
-def _candidate(program: Program, array: str, written: set[str], max_nodes: int) -> Statement | str:
+def _settled(program: Program, p: Statement, array: str) -> bool:
+    """Whether every write of an element of ``array`` that ``p`` reads comes before every instance of
+    ``p`` that reads it: the value ``p`` reads is final, the same when recomputed later."""
+    params = program.params
+    read = isl.UnionMap.empty(program.schedule.get_space())
+    for acc in p.reads:
+        if acc.array == array:
+            read = read.union(isl.UnionMap.from_map(p.access_map(acc, params)))
+    for w in program.statements:
+        if w.target.array != array:
+            continue
+        write = isl.UnionMap.from_map(w.access_map(w.target, params))
+        pairs = read.apply_range(write.reverse()).intersect_params(program.context)  # p -> w, same element
+        if not pairs.is_subset(_time(program, p).lex_gt_union_map(_time(program, w))):
+            return False
+    return True
+
+
+def _candidate(program: Program, array: str, written: set[str], max_nodes: int, settled: bool
+               ) -> Statement | str:
     """The producer of temporary ``array`` if it can be inlined, else the reason it cannot."""
     writers = [s for s in program.statements if s.target.array == array]
     if len(writers) != 1:
@@ -101,8 +121,10 @@ def _candidate(program: Program, array: str, written: set[str], max_nodes: int) 
     inputs = {a.array for a in accesses(p.value)}
     if array in inputs:
         return f"{p.name} reads {array} itself"
-    if inputs & written:
-        return f"{p.name} reads {', '.join(sorted(inputs & written))}, which the program writes"
+    moving = sorted(a for a in inputs & written if not (settled and _settled(program, p, a)))
+    if moving:
+        return f"{p.name} reads {', '.join(moving)}, which the program writes" + (
+            " after or while it runs" if settled else "")
     size = _size(p.value)
     if size > max_nodes:
         return f"{p.name}'s expression has {size} nodes (recomputation budget {max_nodes})"
@@ -110,13 +132,17 @@ def _candidate(program: Program, array: str, written: set[str], max_nodes: int) 
 
 
 def inline_producers(program: Program, temporaries: Iterable[str], *, max_nodes: int = 32,
-                     max_reads: int = 9) -> tuple[Program, list[str]]:
-    """``program`` with the producers of temporary arrays recomputed in their consumers, and the decisions."""
+                     max_reads: int = 9, settled_inputs: bool = False) -> tuple[Program, list[str]]:
+    """``program`` with the producers of temporary arrays recomputed in their consumers, and the decisions.
+    ``settled_inputs``: a producer may also read arrays the program writes, where every write of what it
+    reads comes first (a softmax's exponentials of the finished row maximum): the GPU targets, where an
+    ``exp`` recomputed costs less than a round trip through global memory (the CPU keeps such rows in
+    local buffers instead)."""
     decisions: list[str] = []
     names = {a.name for a in program.arrays}
     for array in [t for t in temporaries if t in names]:
         written = {s.target.array for s in program.statements}
-        found = _candidate(program, array, written, max_nodes)
+        found = _candidate(program, array, written, max_nodes, settled_inputs)
         if isinstance(found, str):
             decisions.append(f"temporary {array} kept in memory: {found}")
             continue
