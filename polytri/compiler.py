@@ -107,7 +107,7 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
         if rewritten is not prog:
             verify(rewritten)
             prog, built = rewritten, True
-    prog, inlined = _inline_temporaries(prog, opts["temporaries"], settled_inputs=target != "cpu")
+    prog, inlined = _inline_temporaries(prog, opts["temporaries"], gpu=target != "cpu")
     fusion += inlined
     deps = compute_dependences(prog)
     try:
@@ -161,9 +161,9 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
                      epilogue_arrays=read_back_by_epilogues(prog, contractions))
 
 
-def _inline_temporaries(prog: Program, temps: tuple[str, ...], *, settled_inputs: bool
-                        ) -> tuple[Program, list[str]]:
-    """Recompute the producers of the arrays declared temporary (option ``temporaries``)."""
+def _inline_temporaries(prog: Program, temps: tuple[str, ...], *, gpu: bool) -> tuple[Program, list[str]]:
+    """Recompute the producers of the arrays declared temporary (option ``temporaries``); on GPU targets
+    also those reading finished arrays, never per broadcast use (:func:`.inline_producers`)."""
     unknown = [t for t in temps if t not in {a.name for a in prog.arrays}]
     if unknown:
         raise OptionError(f"option 'temporaries' names {', '.join(map(repr, unknown))}, not arrays of program "
@@ -171,7 +171,7 @@ def _inline_temporaries(prog: Program, temps: tuple[str, ...], *, settled_inputs
     if not temps:
         return prog, []
     from .fusion import inline_producers
-    inlined, decisions = inline_producers(prog, temps, settled_inputs=settled_inputs)
+    inlined, decisions = inline_producers(prog, temps, settled_inputs=gpu, single_reads=gpu)
     if inlined is not prog:
         verify(inlined)
     return inlined, decisions

@@ -129,3 +129,19 @@ def test_settled_inputs_allow_a_producer_reading_a_finished_array() -> None:
         late.assign("m[i] = 0.0")  # the maximum changes after the exponentials read it
     same, d = inline_producers(to_program(late), ["e"], settled_inputs=True)
     assert len(same.statements) == 7 and "reads m, which the program writes after or while it runs" in d[0], d
+
+
+def test_single_reads_refuse_a_recomputation_per_broadcast_use() -> None:
+    """y[i, j] reads t[i] at every j: recomputed there, t's producer would run once per column."""
+    p = pt.Program("bcast", params=["N", "M"])
+    for name, shape in (("x", ("N",)), ("t", ("N",)), ("y", ("N", "M"))):
+        p.array(name, shape, "float64")
+    with p.loop("i", 0, "N"):
+        p.assign("t[i] = exp(x[i])")
+    with p.loop("i", 0, "N"), p.loop("j", 0, "M"):
+        p.assign("y[i, j] = t[i] * 2.0")
+    prog = to_program(p)
+    out, d = inline_producers(prog, ["t"], single_reads=True)
+    assert out is prog and "reads each element of t at several of its instances" in d[0], d
+    out, d = inline_producers(prog, ["t"])
+    assert len(out.statements) == 1 and "recomputed in S1" in d[0]  # the CPU's rule: no such limit

@@ -128,3 +128,11 @@ def test_attention_is_one_launch_on_nvgpu_with_both_products_on_tl_dot() -> None
 def test_the_cpu_target_keeps_the_three_passes() -> None:
     kernel = pt.compile(_attention(), target="cpu", options={"temporaries": TEMPS})
     assert not any("online softmax" in d for d in kernel.decisions)
+
+
+@pytest.mark.parametrize("target, arch", [("nvgpu", "sm_90"), ("amdgpu", "gfx942")])
+def test_the_online_kernel_compiles_ahead_of_time(target: str, arch: str) -> None:
+    """The one launch of the online form compiles to machine code, not only in the interpreter."""
+    kernel = pt.compile(_attention(), target=target, options={"temporaries": TEMPS})
+    assert any("online softmax" in d for d in kernel.decisions)
+    assert kernel.asm(arch).count("// kernel ") == len(kernel.launches) == 1

@@ -14,7 +14,9 @@ Inlining is exact when, proved with isl:
   the original order;
 * ``P`` reads only arrays that no statement writes (so its inputs have the same values when recomputed)
   and does not read ``T`` itself; on the GPU targets (``settled_inputs``) also arrays whose every write
-  of an element ``P`` reads comes before ``P`` reads it (isl), such as a finished row maximum.
+  of an element ``P`` reads comes before ``P`` reads it (isl), such as a finished row maximum;
+* on the GPU targets (``single_reads``), each read of ``T`` in a consumer reads each element at one
+  consumer instance only (an injective access, isl): no recomputation per broadcast use.
 
 It pays when the recomputed work is small: the producer's expression has at most ``max_nodes`` nodes and
 each consumer reads ``T`` at most ``max_reads`` times (the blur's vertical pass reads five rows of the
@@ -131,13 +133,25 @@ def _candidate(program: Program, array: str, written: set[str], max_nodes: int, 
     return p
 
 
+def _broadcast_read(program: Program, consumer: Statement, acc: Access) -> str | None:
+    """Why ``acc`` reads some element at several instances of ``consumer`` (a recomputation per use would
+    repeat the producer that many times), or ``None``."""
+    read = consumer.access_map(acc, program.params).intersect_params(program.context)
+    if read.is_injective():
+        return None
+    return f"{consumer.name} reads each element of {acc.array} at several of its instances (recomputed each time)"
+
+
 def inline_producers(program: Program, temporaries: Iterable[str], *, max_nodes: int = 32,
-                     max_reads: int = 9, settled_inputs: bool = False) -> tuple[Program, list[str]]:
+                     max_reads: int = 9, settled_inputs: bool = False, single_reads: bool = False
+                     ) -> tuple[Program, list[str]]:
     """``program`` with the producers of temporary arrays recomputed in their consumers, and the decisions.
     ``settled_inputs``: a producer may also read arrays the program writes, where every write of what it
     reads comes first (a softmax's exponentials of the finished row maximum): the GPU targets, where an
     ``exp`` recomputed costs less than a round trip through global memory (the CPU keeps such rows in
-    local buffers instead)."""
+    local buffers instead).  ``single_reads``: a consumer access must read each element at one of its
+    instances only (the MLP's second product reads each element of the first's gelu once per output
+    column: recomputed there, the gelu would run that many times, and the product would leave tl.dot)."""
     decisions: list[str] = []
     names = {a.name for a in program.arrays}
     for array in [t for t in temporaries if t in names]:
@@ -155,6 +169,7 @@ def inline_producers(program: Program, temporaries: Iterable[str], *, max_nodes:
                 why = f"{r.name} reads {array} {len(reads)} times (budget {max_reads})"
             for acc in reads:
                 why = why or _written_before_read(program, p, r, acc)
+                why = why or (_broadcast_read(program, r, acc) if single_reads else None)
         if why:
             decisions.append(f"temporary {array} kept in memory: {why}")
             continue
