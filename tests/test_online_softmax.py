@@ -5,6 +5,9 @@ products on tl.dot."""
 
 from __future__ import annotations
 
+import contextlib
+import re
+
 import islpy as isl
 import numpy as np
 import pytest
@@ -19,36 +22,35 @@ SHAPES = {"Q": ("N", "K"), "Kt": ("N", "K"), "V": ("N", "D"), "S": ("N", "N"), "
           "L": ("N",), "P": ("N", "N"), "O": ("N", "D")}
 
 
-def _attention(seed: str = "S[i, 0] * 0.5", extra_reader: bool = False) -> pt.Program:
-    """softmax(Q Kt^T / 2) V, one statement per pass, as the torch frontend writes it (max first)."""
-    p = pt.Program("attention", params=["N", "K", "D"])
-    for name, shape in SHAPES.items():
-        p.array(name, shape)
+def _attention(seed: str = "S[i, 0] * 0.5", extra_reader: bool = False, p: pt.Program | None = None,
+               suffix: str = "", queries: str = "Q") -> pt.Program:
+    """softmax(Q Kt^T / 2) V, one statement per pass, as the torch frontend writes it (max first); with a
+    ``suffix``, a chain of its own arrays added to ``p``."""
+    if p is None:
+        p = pt.Program("attention", params=["N", "K", "D"])
+        for name, shape in SHAPES.items():
+            p.array(name, shape)
+    if suffix:
+        for name in ("S", "M", "E", "L", "P", "O"):
+            p.array(name + suffix, SHAPES[name])
     if extra_reader:
         p.array("X", ("N", "N"))
-    with p.loop("i", 0, "N"), p.loop("j", 0, "N"):
-        p.assign("S[i, j] = 0.0")
-    with p.loop("i", 0, "N"), p.loop("j", 0, "N"), p.loop("k", 0, "K"):
-        p.assign("S[i, j] += Q[i, k] * Kt[j, k]")
-    with p.loop("i", 0, "N"):
-        p.assign(f"M[i] = {seed}")
-    with p.loop("i", 0, "N"), p.loop("j", 0, "N"):
-        p.assign("M[i] = max(M[i], S[i, j] * 0.5)")
-    with p.loop("i", 0, "N"), p.loop("j", 0, "N"):
-        p.assign("E[i, j] = exp(S[i, j] * 0.5 - M[i])")
-    with p.loop("i", 0, "N"):
-        p.assign("L[i] = 0.0")
-    with p.loop("i", 0, "N"), p.loop("j", 0, "N"):
-        p.assign("L[i] += E[i, j]")
-    with p.loop("i", 0, "N"), p.loop("j", 0, "N"):
-        p.assign("P[i, j] = E[i, j] * (1.0 / L[i])")
-    with p.loop("i", 0, "N"), p.loop("d", 0, "D"):
-        p.assign("O[i, d] = 0.0")
-    with p.loop("i", 0, "N"), p.loop("d", 0, "D"), p.loop("j", 0, "N"):
-        p.assign("O[i, d] += P[i, j] * V[j, d]")
+    nests = [(("j",), "S[i, j] = 0.0"), (("j", "k"), "S[i, j] += QUERIES[i, k] * Kt[j, k]"), ((), f"M[i] = {seed}"),
+             (("j",), "M[i] = max(M[i], S[i, j] * 0.5)"), (("j",), "E[i, j] = exp(S[i, j] * 0.5 - M[i])"),
+             ((), "L[i] = 0.0"), (("j",), "L[i] += E[i, j]"), (("j",), "P[i, j] = E[i, j] * (1.0 / L[i])"),
+             (("d",), "O[i, d] = 0.0"), (("d", "j"), "O[i, d] += P[i, j] * V[j, d]")]
     if extra_reader:
-        with p.loop("i", 0, "N"), p.loop("j", 0, "N"):
-            p.assign("X[i, j] = E[i, j]")
+        nests.append((("j",), "X[i, j] = E[i, j]"))
+    bounds = {"j": "N", "k": "K", "d": "D"}
+    for loops, text in nests:
+        for name in ("S", "M", "E", "L", "P", "O"):
+            text = re.sub(rf"\b{name}\[", f"{name}{suffix}[", text)
+        text = text.replace("QUERIES", queries)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(p.loop("i", 0, "N"))
+            for it in loops:
+                stack.enter_context(p.loop(it, 0, bounds[it]))
+            p.assign(text)
     return p
 
 
@@ -72,6 +74,21 @@ def test_the_online_form_equals_the_three_passes(n: int) -> None:
     pt.reference(online, **got, K=5, D=3)
     for name in ("O", "M", "L"):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+def test_each_chain_of_a_program_is_rewritten() -> None:
+    """Two attentions in a row (the second's queries are the first's output): both chains are put in
+    online form, and the program still equals the original."""
+    prog = to_program(_attention(p=_attention(), suffix="2", queries="O"))  # K = D below
+    online, decisions = online_softmax(prog, TEMPS + ("S2", "E2", "P2"), block=4)
+    assert sum("online softmax" in d for d in decisions) == 2, decisions
+    extra = {name + "2": np.zeros((9, 9) if SHAPES[name] == ("N", "N") else (9,) if SHAPES[name] == ("N",)
+                                  else (9, 3)) for name in ("S", "M", "E", "L", "P", "O")}
+    want, got = {**_args(9, k=3), **extra}, {**_args(9, k=3), **extra}
+    got = {k: v.copy() for k, v in got.items()}
+    pt.reference(prog, **want, K=3, D=3)
+    pt.reference(online, **got, K=3, D=3)
+    np.testing.assert_allclose(got["O2"], want["O2"], rtol=1e-12, atol=1e-12)
 
 
 def test_rescaling_statements_run_from_the_second_block() -> None:
