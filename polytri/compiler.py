@@ -99,14 +99,11 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     verify(prog)
     temps = opts["temporaries"]  # one name or several
     opts["temporaries"] = (temps,) if isinstance(temps, str) else tuple(temps or ())
+    _check_temporaries(prog, opts["temporaries"])
     fusion: list[str] = []
     built = False
     if target != "cpu":  # the online softmax first: inlining its exponentials would hide it
-        from .codegen_triton.options import online_form
-        rewritten, fusion = online_form(prog, target, opts)
-        if rewritten is not prog:
-            verify(rewritten)
-            prog, built = rewritten, True
+        prog, fusion, built = _online_form(prog, target, opts)
     prog, inlined = _inline_temporaries(prog, opts["temporaries"], gpu=target != "cpu")
     fusion += inlined
     deps = compute_dependences(prog)
@@ -161,13 +158,32 @@ def _generate(prog: Program, deps: Dependences, target: str, opts: dict[str, Any
                      epilogue_arrays=read_back_by_epilogues(prog, contractions))
 
 
-def _inline_temporaries(prog: Program, temps: tuple[str, ...], *, gpu: bool) -> tuple[Program, list[str]]:
-    """Recompute the producers of the arrays declared temporary (option ``temporaries``); on GPU targets
-    also those reading finished arrays, never per broadcast use (:func:`.inline_producers`)."""
+def _check_temporaries(prog: Program, temps: tuple[str, ...]) -> None:
     unknown = [t for t in temps if t not in {a.name for a in prog.arrays}]
     if unknown:
         raise OptionError(f"option 'temporaries' names {', '.join(map(repr, unknown))}, not arrays of program "
                           f"{prog.name!r}; its arrays: {', '.join(a.name for a in prog.arrays)}")
+
+
+def _online_form(prog: Program, target: str, opts: dict[str, Any]) -> tuple[Program, list[str], bool]:
+    """``prog`` with its softmax-weighted sums in online form where they match, the decisions, and whether
+    it was rewritten; an internal error leaves the program as it is, with a warning."""
+    from .codegen_triton.options import online_form
+    try:
+        rewritten, decisions = online_form(prog, target, opts)
+        if rewritten is not prog:
+            verify(rewritten)
+    except Exception as exc:  # a bug of the rewrite: the program as written is a safe path
+        warnings.warn(f"polytri: internal error in the online softmax of {prog.name} ({type(exc).__name__}: "
+                      f"{exc}); compiling the program as written", stacklevel=4)
+        log.warning("%s: online softmax failed, program left as written", prog.name, exc_info=True)
+        return prog, [f"online softmax not applied: internal error ({type(exc).__name__})"], False
+    return rewritten, decisions, rewritten is not prog
+
+
+def _inline_temporaries(prog: Program, temps: tuple[str, ...], *, gpu: bool) -> tuple[Program, list[str]]:
+    """Recompute the producers of the arrays declared temporary (option ``temporaries``); on GPU targets
+    also those reading finished arrays, never per broadcast use (:func:`.inline_producers`)."""
     if not temps:
         return prog, []
     from .fusion import inline_producers

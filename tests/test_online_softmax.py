@@ -6,6 +6,7 @@ products on tl.dot."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import re
 
 import islpy as isl
@@ -153,3 +154,15 @@ def test_the_online_kernel_compiles_ahead_of_time(target: str, arch: str) -> Non
     kernel = pt.compile(_attention(), target=target, options={"temporaries": TEMPS})
     assert any("online softmax" in d for d in kernel.decisions)
     assert kernel.asm(arch).count("// kernel ") == len(kernel.launches) == 1
+
+
+def test_an_internal_error_of_the_rewrite_leaves_the_program_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = importlib.import_module("polytri.fusion.online_softmax")  # the package exports the function
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("boom")
+    monkeypatch.setattr(module, "_rewrite", broken)
+    with pytest.warns(UserWarning, match="internal error in the online softmax of attention"):
+        kernel = pt.compile(_attention(), target="nvgpu", options={"temporaries": TEMPS})
+    assert any("online softmax not applied: internal error (RuntimeError)" in d for d in kernel.decisions)
+    assert not any(st.name.endswith(("_seed", "_rescale", "_carry", "_scale")) for st in kernel.program.statements)
