@@ -4,7 +4,7 @@ Attention computes, for each row ``x`` (all iterators but the last of the max re
 columns ``r`` of a row::
 
     S[x, r] = 0;  S[x, r] += A[x, k] * B[r, k]          a product (any sum over k)
-    M[x] = g(x, r0);  M[x] = max(M[x], g(x, r))          g reads S[x, r] (a scale: S * 0.125)
+    M[x] = g(x, 0);  M[x] = max(M[x], g(x, r))           g reads S[x, r] (a scale: S * 0.125)
     E[x, r] = exp(g(x, r) - M[x])
     L[x] = 0;  L[x] += E[x, r]
     P[x, r] = E[x, r] * c(x)                             c free of r: 1 / L[x]
@@ -18,17 +18,18 @@ memory.  Two facts of the algebra make one pass over blocks of ``r`` enough:
   accumulated while ``m`` is the maximum of the blocks seen so far, becomes the sum for a larger
   maximum ``m'`` when multiplied by ``exp(m - m')``.
 
-The rewrite splits ``r = r0 + B * jb + jj`` (``0 <= jj < B``) and runs, for each row and each block
-``jb`` in order: the block of ``S`` (the product over ``k`` for ``B`` columns), the block's running
-maximum ``Mb`` (seeded with ``M`` from the previous block, or with ``g(x, r0)`` in the first), the block
-of ``E`` relative to ``Mb``, the rescaling of ``L`` and ``O`` by ``exp(M - Mb)`` (from the second block
-on), their sums over the block, and ``M = Mb``; after the last block, ``O *= c``.  ``L`` and ``M`` end
-with the values of the original (``M`` exactly, ``L`` and ``O`` up to the order of the floating-point
+The columns of every row are one range from 0.  The rewrite splits ``r = B * jb + jj``
+(``0 <= jj < B``) and runs, for each row and each block ``jb`` in order: the block of ``S`` (the product
+over ``k`` for ``B`` columns), the block's running maximum ``Mb`` (seeded with ``M`` from the previous
+block, or with ``g(x, 0)`` in the first), the block of ``E`` relative to ``Mb``, the rescaling of ``L``
+and ``O`` by ``exp(M - Mb)`` (from the second block on), their sums over the block, and ``M = Mb``; after
+the last block, ``O *= c``.  ``L`` and ``M`` end with the values of the original (``M`` exactly: the
+same maxima in the same order, NaN included; ``L`` and ``O`` up to the order of the floating-point
 operations).  This is the FlashAttention algorithm, derived from the statements, not a template: any
 max reduction whose exponential feeds sums over the same index (through a factor free of it) matches.
 
 Array contraction comes with it: the blocks of ``S`` and ``E`` live in the first ``B`` columns of the
-arrays ``S`` and ``E`` (``jj <= r`` always), and ``Mb`` in column ``r0`` of ``P``, which the rewritten
+arrays ``S`` and ``E`` (``jj <= r`` always), and ``Mb`` in column 0 of ``P``, which the rewritten
 program no longer needs; so ``S``, ``E`` and ``P`` must be temporaries that nothing else reads.  The
 kernel's arguments do not change.  Every check is exact (isl, or the structure of the expressions); a
 program that does not match is left as it is, with the reason logged in ``polytri.fusion``.  The
