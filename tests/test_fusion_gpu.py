@@ -171,3 +171,12 @@ def test_row_maxima_are_chunked_and_propagate_nan(case: str) -> None:
     source = report.kernels[0].source
     assert "(reduction over" in source and ("tl.max(tl.where(" in source or "tl.min(tl.where(" in source)
     assert 'float("nan")' in source
+
+
+def test_the_report_shows_the_rewrites_across_statements() -> None:
+    """pt.explain lists the online softmax of attention and the recomputed exponentials of a softmax."""
+    report, _ = _explain("attention")
+    assert any(r.startswith("online softmax: max reduction") for r in report.kernels[0].rewrites)
+    assert "    online softmax: max reduction" in str(report)
+    report, _ = _explain("softmax")
+    assert any("recomputed in" in r and "exp(" in r for r in report.kernels[0].rewrites), report.kernels[0].rewrites

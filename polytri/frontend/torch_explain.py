@@ -40,6 +40,7 @@ class ExplainReport:
                 lines.append(f"    estimated global memory traffic: {_size(k.bytes_moved)}, against "
                              f"{_size(k.unfused_bytes)} unfused (one kernel per operator): "
                              f"{k.bytes_moved / k.unfused_bytes:.2f}x")
+            lines += [f"    {r}" for r in k.rewrites]
         if self.fusion_groups:
             lines.append("fusion groups (one statement each):")
             lines += [f"  {' + '.join(g)}" for g in self.fusion_groups]

@@ -6,7 +6,7 @@ import logging
 import threading
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -46,6 +46,8 @@ class KernelInfo:
     """Estimated global memory traffic of the kernel, per array (:mod:`polytri.fusion.traffic`)."""
     unfused_bytes: int | None = None
     """The same nodes' traffic run one kernel per operator (:mod:`.torch_traffic`)."""
+    rewrites: list[str] = field(default_factory=list)
+    """What the compiler rewrote across statements: producers recomputed, the online softmax."""
 
     @property
     def bytes_moved(self) -> int | None:
@@ -200,8 +202,10 @@ class CompiledGraph:
                 except Exception as exc:  # an estimate for the report: its failure must not fail the report
                     log.warning("%s: no memory traffic estimate (%s: %s)", prog.name, type(exc).__name__, exc)
                     traffic, unfused = None, None
+                rewrites = [d.removeprefix("fusion: ") for d in getattr(s.kernel, "decisions", ())
+                            if d.startswith("fusion: ") and ("online softmax:" in d or " recomputed in " in d)]
                 out.append(KernelInfo(prog.name, self.target, getattr(s.kernel, "source", ""), str(prog),
-                                      [n.name for n in s.segment.nodes], traffic, unfused))
+                                      [n.name for n in s.segment.nodes], traffic, unfused, rewrites))
         return out
 
     def __call__(self, *args: Any) -> Any:
