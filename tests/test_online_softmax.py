@@ -166,3 +166,9 @@ def test_an_internal_error_of_the_rewrite_leaves_the_program_as_written(monkeypa
         kernel = pt.compile(_attention(), target="nvgpu", options={"temporaries": TEMPS})
     assert any("online softmax not applied: internal error (RuntimeError)" in d for d in kernel.decisions)
     assert not any(st.name.endswith(("_seed", "_rescale", "_carry", "_scale")) for st in kernel.program.statements)
+
+
+@pytest.mark.parametrize("option", [{"fuse": "none"}, {"schedule": "original"}])
+def test_a_scheduling_option_keeps_the_program_s_own_loops(option: dict[str, str]) -> None:
+    kernel = pt.compile(_attention(), target="nvgpu", options={"temporaries": TEMPS, **option})
+    assert not any("online softmax" in d for d in kernel.decisions)

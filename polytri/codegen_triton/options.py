@@ -81,7 +81,7 @@ def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any], *, buil
     fusion by the launches they make: most contractions on ``tl.dot``, then most grid loops in the launch
     with fewest, then fewest launches, then most grid loops in the launch with most (fusion that
     serializes a parallel loop, or takes a product off the tensor cores, loses to separate kernels)."""
-    if built and opts["schedule"] == "auto":
+    if built:
         # a rewrite (the online softmax) built the loops in the order they should run; Pluto is not run on
         # them (its search on the rewritten attention takes minutes): the original order, nests fused
         # below their shared parallel loops
@@ -123,8 +123,9 @@ def gpu_model(prog: Program, target: str, opts: dict[str, Any]) -> tuple[GPUArch
 
 def online_form(prog: Program, target: str, opts: dict[str, Any]) -> tuple[Program, list[str]]:
     """``prog`` with its softmax-weighted sums in online form (:mod:`polytri.fusion.online_softmax`), in
-    blocks of ``tl.dot``'s column tile, where its temporaries allow it; with the decisions."""
-    if not opts["temporaries"] or opts["schedule"] != "auto":
+    blocks of ``tl.dot``'s column tile, where its temporaries allow it; with the decisions.  Only under the
+    default scheduling (``schedule`` and ``fuse`` 'auto'): another choice asks for the program's own loops."""
+    if not opts["temporaries"] or opts["schedule"] != "auto" or opts["fuse"] != "auto":
         return prog, []
     from ..fusion.online_softmax import online_softmax
     _, model = gpu_model(prog, target, opts)
