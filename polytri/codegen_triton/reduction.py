@@ -1,10 +1,11 @@
 """Reductions and contractions recognized on the scheduled loop tree.
 
 A *reduction loop* is an innermost loop whose body is one statement ``T = T op f`` (``op`` one of
-``+``, ``-``, ``max``, ``min``, or the NaN-propagating maximum and minimum the torch frontend writes) where the target ``T`` does not depend on the loop counter and ``f``
-does not read ``T``'s array: the loop's iterations then only combine values of ``f``, which may be
-computed for a whole chunk of the loop at once and combined with ``tl.sum`` / ``tl.max`` / ``tl.min``
-(the order of a floating-point sum changes; nothing else does).
+``+``, ``-``, ``max``, ``min``, or the NaN-propagating maximum and minimum the torch frontend writes)
+where the target ``T`` does not depend on the loop counter and ``f`` does not read ``T``'s array: the
+loop's iterations then only combine values of ``f``, which may be computed for a whole chunk of the loop
+at once and combined with ``tl.sum`` / ``tl.max`` / ``tl.min`` (the order of a floating-point sum
+changes; nothing else does).
 
 A *contraction* is a sum reduction inside a kernel with two block dimensions ``a`` and ``b`` whose
 ``f`` is a product of exactly two factors that depend on the loop counter ``k``, one on ``(a, k)`` and
