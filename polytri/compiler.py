@@ -104,7 +104,7 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     built = False
     if target != "cpu":  # the online softmax first: inlining its exponentials would hide it
         prog, fusion, built = _online_form(prog, target, opts)
-    prog, inlined = _inline_temporaries(prog, opts["temporaries"], gpu=target != "cpu")
+    prog, inlined = _inline_temporaries(prog, opts["temporaries"], target)
     fusion += inlined
     deps = compute_dependences(prog)
     try:
@@ -181,13 +181,14 @@ def _online_form(prog: Program, target: str, opts: dict[str, Any]) -> tuple[Prog
     return rewritten, decisions, rewritten is not prog
 
 
-def _inline_temporaries(prog: Program, temps: tuple[str, ...], *, gpu: bool) -> tuple[Program, list[str]]:
-    """Recompute the producers of the arrays declared temporary (option ``temporaries``); on GPU targets
-    also those reading finished arrays, never per broadcast use (:func:`.inline_producers`)."""
+def _inline_temporaries(prog: Program, temps: tuple[str, ...], target: str) -> tuple[Program, list[str]]:
+    """Recompute the producers of the arrays declared temporary (option ``temporaries``) where it pays at
+    the target's balance; on GPU targets also those reading finished arrays (:func:`.inline_producers`)."""
     if not temps:
         return prog, []
     from .fusion import inline_producers
-    inlined, decisions = inline_producers(prog, temps, settled_inputs=gpu, single_reads=gpu)
+    from .fusion.cost import BALANCE
+    inlined, decisions = inline_producers(prog, temps, settled_inputs=target != "cpu", balance=BALANCE[target])
     if inlined is not prog:
         verify(inlined)
     return inlined, decisions

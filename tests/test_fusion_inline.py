@@ -131,7 +131,7 @@ def test_settled_inputs_allow_a_producer_reading_a_finished_array() -> None:
     assert len(same.statements) == 7 and "reads m, which the program writes after or while it runs" in d[0], d
 
 
-def test_single_reads_refuse_a_recomputation_per_broadcast_use() -> None:
+def test_a_cost_model_refuses_a_recomputation_per_broadcast_use() -> None:
     """y[i, j] reads t[i] at every j: recomputed there, t's producer would run once per column."""
     p = pt.Program("bcast", params=["N", "M"])
     for name, shape in (("x", ("N",)), ("t", ("N",)), ("y", ("N", "M"))):
@@ -141,7 +141,19 @@ def test_single_reads_refuse_a_recomputation_per_broadcast_use() -> None:
     with p.loop("i", 0, "N"), p.loop("j", 0, "M"):
         p.assign("y[i, j] = t[i] * 2.0")
     prog = to_program(p)
-    out, d = inline_producers(prog, ["t"], single_reads=True)
+    out, d = inline_producers(prog, ["t"], balance=8.0)
     assert out is prog and "reads each element of t at several of its instances" in d[0], d
     out, d = inline_producers(prog, ["t"])
-    assert len(out.statements) == 1 and "recomputed in S1" in d[0]  # the CPU's rule: no such limit
+    assert len(out.statements) == 1 and "recomputed in S1" in d[0]  # without a cost model: no such limit
+
+
+def test_a_recomputation_must_pay_for_the_traffic_it_saves() -> None:
+    """Five reads of a producer of 4 operations add 16 per element: worth the 16 bytes of float64 traffic
+    saved at 8 operations per byte, not at 0.5."""
+    p = _program(["t[i + 1] = x[i] + x[i + 1] + x[i + 2] + x[i] * x[i + 1]",
+                  "y[i] = t[i + 1] * t[i + 1] + t[i + 1] - t[i + 1] * t[i + 1]"])
+    prog = to_program(p)
+    out, d = inline_producers(prog, ["t"], balance=8.0)
+    assert len(out.statements) == 1 and "16 more operation(s) per element against 16 bytes" in d[0], d
+    out, d = inline_producers(prog, ["t"], balance=0.5)
+    assert out is prog and "recomputing S0 does not pay: 16 more operation(s)" in d[0], d

@@ -15,8 +15,9 @@ Inlining is exact when, proved with isl:
 * ``P`` reads only arrays that no statement writes (so its inputs have the same values when recomputed)
   and does not read ``T`` itself; on the GPU targets (``settled_inputs``) also arrays whose every write
   of an element ``P`` reads comes before ``P`` reads it (isl), such as a finished row maximum;
-* on the GPU targets (``single_reads``), each read of ``T`` in a consumer reads each element at one
-  consumer instance only (an injective access, isl): no recomputation per broadcast use.
+* (with a machine ``balance``, as :func:`polytri.compile` does) each read of ``T`` in a consumer reads
+  each element at one consumer instance only (an injective access, isl): no recomputation per broadcast
+  use; and the operations added cost less than the traffic saved (:mod:`.cost`).
 
 It pays when the recomputed work is small: the producer's expression has at most ``max_nodes`` nodes and
 each consumer reads ``T`` at most ``max_reads`` times (the blur's vertical pass reads five rows of the
@@ -32,9 +33,11 @@ from dataclasses import replace
 
 import islpy as isl
 
+from .. import dtypes
 from ..ir.affine import linear
 from ..ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, accesses, substitute, transform
 from ..ir.program import Program, Statement
+from .cost import recomputation
 
 log = logging.getLogger("polytri.fusion")
 
@@ -93,6 +96,17 @@ def _size(e: Expr) -> int:
     return 1
 
 
+def _operations(e: Expr) -> int:
+    """Arithmetic nodes of an expression (array reads and constants are not counted)."""
+    if isinstance(e, Unary | Cast):
+        return 1 + _operations(e.operand)
+    if isinstance(e, Binary):
+        return 1 + _operations(e.lhs) + _operations(e.rhs)
+    if isinstance(e, Call):
+        return 1 + sum(_operations(a) for a in e.args)
+    return 0
+
+
 def _settled(program: Program, p: Statement, array: str) -> bool:
     """Whether every write of an element of ``array`` that ``p`` reads comes before every instance of
     ``p`` that reads it: the value ``p`` reads is final, the same when recomputed later."""
@@ -143,14 +157,15 @@ def _broadcast_read(program: Program, consumer: Statement, acc: Access) -> str |
 
 
 def inline_producers(program: Program, temporaries: Iterable[str], *, max_nodes: int = 32,
-                     max_reads: int = 9, settled_inputs: bool = False, single_reads: bool = False
+                     max_reads: int = 9, settled_inputs: bool = False, balance: float | None = None
                      ) -> tuple[Program, list[str]]:
     """``program`` with the producers of temporary arrays recomputed in their consumers, and the decisions.
     ``settled_inputs``: a producer may also read arrays the program writes, where every write of what it
     reads comes first (a softmax's exponentials of the finished row maximum): the GPU targets, where an
     ``exp`` recomputed costs less than a round trip through global memory (the CPU keeps such rows in
-    local buffers instead).  ``single_reads``: a consumer access must read each element at one of its
-    instances only (the MLP's second product reads each element of the first's gelu once per output
+    local buffers instead).  ``balance`` (operations per byte, :mod:`.cost`): a recomputation must pay
+    for itself against the traffic it saves, and every consumer access must read each element at one of
+    its instances only (the MLP's second product reads each element of the first's gelu once per output
     column: recomputed there, the gelu would run that many times, and the product would leave tl.dot)."""
     decisions: list[str] = []
     names = {a.name for a in program.arrays}
@@ -169,7 +184,14 @@ def inline_producers(program: Program, temporaries: Iterable[str], *, max_nodes:
                 why = f"{r.name} reads {array} {len(reads)} times (budget {max_reads})"
             for acc in reads:
                 why = why or _written_before_read(program, p, r, acc)
-                why = why or (_broadcast_read(program, r, acc) if single_reads else None)
+                why = why or (_broadcast_read(program, r, acc) if balance is not None else None)
+        cost = None
+        if balance is not None and not why:
+            n_reads = sum(1 for r in readers for a in r.reads if a.array == array)
+            cost = recomputation(_operations(p.value), n_reads,
+                                 dtypes.dtype(program.array(array).dtype).itemsize, balance)
+            if not cost.pays:
+                why = f"recomputing {p.name} does not pay: {cost}"
         if why:
             decisions.append(f"temporary {array} kept in memory: {why}")
             continue
@@ -192,7 +214,7 @@ def inline_producers(program: Program, temporaries: Iterable[str], *, max_nodes:
             statements.append(s)
         program = replace(program, statements=tuple(statements), _cache={})
         decisions.append(f"{p.name} ({p.text()}) recomputed in {', '.join(r.name for r in readers) or 'no statement'}; "
-                         f"temporary {array} is not written")
+                         f"temporary {array} is not written" + (f" ({cost})" if cost is not None else ""))
         log.info("%s: %s", program.name, decisions[-1])
     for d in decisions:
         if "kept in memory" in d:
