@@ -180,3 +180,16 @@ def test_the_report_shows_the_rewrites_across_statements() -> None:
     assert "    online softmax: max reduction" in str(report)
     report, _ = _explain("softmax")
     assert any("recomputed in" in r and "exp(" in r for r in report.kernels[0].rewrites), report.kernels[0].rewrites
+
+
+def test_a_product_outside_the_online_form_keeps_its_two_dimensional_tiles() -> None:
+    """softmax(a @ b) has no sum consuming the softmax: its product stays in a launch of 2-D tiles (rows by
+    columns, the most programs) rather than fusing below the rows with the softmax, which would leave one
+    program per block of rows looping over the columns."""
+    a, b = torch.randn(64, 32), torch.randn(32, 128)
+    report = pt.explain(lambda a, b: torch.softmax(a @ b, -1), a, b, compile_options={"target": "nvgpu"})
+    torch.testing.assert_close(report.result, torch.softmax(a @ b, -1), rtol=1e-4, atol=1e-5)
+    source = report.kernels[0].source
+    product = next(part for part in source.split("\ndef ") if "tl.dot(" in part)
+    assert "tl.program_id(1) * 64 + tl.arange(0, 64)[:, None]" in product  # rows ...
+    assert "tl.program_id(0) * 64 + tl.arange(0, 64)[None, :]" in product  # ... by columns of the grid

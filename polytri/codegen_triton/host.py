@@ -100,18 +100,22 @@ def launch_chains(n: Node) -> list[int]:
     return [0]
 
 
-def dot_contractions(n: Node, program: Program) -> int:
-    """Number of contractions that the launches of ``n`` compute with ``tl.dot`` (see
-    :func:`.kgen.dot_launch`)."""
+def dot_contractions(n: Node, program: Program, columns: bool = False) -> int:
+    """Number of contractions that the launches of ``n`` compute with ``tl.dot`` on tiles of their grid
+    (see :func:`.kgen.dot_launch`); with ``columns``, also those whose columns run in chunks inside
+    row-block programs (the online softmax's products; elsewhere, fusing a product below its rows alone
+    would trade its column parallelism for a launch less, which this count does not reward)."""
     if isinstance(n, Block):
-        return sum(dot_contractions(m, program) for m in n.body)
+        return sum(dot_contractions(m, program, columns) for m in n.body)
     if isinstance(n, If):
-        return dot_contractions(n.then, program) + (dot_contractions(n.orelse, program) if n.orelse else 0)
+        return dot_contractions(n.then, program, columns) + (
+            dot_contractions(n.orelse, program, columns) if n.orelse else 0)
     if isinstance(n, For) and n.parallel:
         chain = grid_chain(n)
-        return len(dot_launch(chain, chain[-1].body, program, program_typer(program))[1])
+        kind, found = dot_launch(chain, chain[-1].body, program, program_typer(program))
+        return len(found) if kind == "grid" or columns else 0
     if isinstance(n, For):
-        return dot_contractions(n.body, program)
+        return dot_contractions(n.body, program, columns)
     return 0
 
 

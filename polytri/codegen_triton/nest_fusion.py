@@ -14,8 +14,9 @@ still parallel), and the result is proved legal again.  Groups are grown greedil
 a nest joins the current group when the group stays legal and parallel, the poorest launch keeps its
 grid loops and every product its ``tl.dot``; otherwise it starts the next group.  A matmul's initialization, its product and its epilogue become one launch; an MLP's two
 layers stay two (the second product reads whole rows of the first's result); softmax's row passes become
-one; attention becomes one launch of row-block programs, its products on ``tl.dot`` over chunks of their
-columns (:func:`.kgen.column_contraction`).  Fusions that would take a product off ``tl.dot`` are refused.
+one; attention in online form becomes one launch of row-block programs, its products on ``tl.dot`` over
+chunks of their columns (:func:`.kgen.column_contraction`).  Fusions that would take a product off
+``tl.dot``, or off its 2-D tiles outside the online form, are refused.
 """
 
 from __future__ import annotations
@@ -121,14 +122,15 @@ def _hoisted(schedule: Schedule, d: int, k: int, groups: list[list[int]], deps: 
     return trial
 
 
-def _launches(prog: Program, schedule: Schedule, deps: Dependences) -> tuple[Node, list[int], int]:
+def _launches(prog: Program, schedule: Schedule, deps: Dependences, columns: bool
+              ) -> tuple[Node, list[int], int]:
     """The loop AST of ``schedule``, the grid loops of each of its launches and its products on tl.dot."""
     ast = build_loop_ast(prog, schedule, deps)
-    return ast, launch_chains(ast) or [0], dot_contractions(ast, prog)
+    return ast, launch_chains(ast) or [0], dot_contractions(ast, prog, columns)
 
 
 def _greedy_groups(prog: Program, schedule: Schedule, d: int, k: int, deps: Dependences,
-                   floor: tuple[int, int]) -> tuple[list[list[int]], Schedule] | None:
+                   floor: tuple[int, int], columns: bool) -> tuple[list[list[int]], Schedule] | None:
     """The groups grown from the first nest (see the module's docstring) and their schedule, or ``None``
     where no two nests fuse.  A nest joins a group where the result is legal, keeps the ``k`` loops
     parallel, and keeps ``floor``: at least as many grid loops in the poorest launch and as many products
@@ -142,7 +144,7 @@ def _greedy_groups(prog: Program, schedule: Schedule, d: int, k: int, deps: Depe
         trial = _hoisted(schedule, d, k, [*groups, current + [v], *([w] for w in values if w > v)], deps)
         keeps = False
         if trial is not None:
-            _, chains, dots = _launches(prog, trial, deps)
+            _, chains, dots = _launches(prog, trial, deps, columns)
             keeps = min(chains) >= floor[0] and dots >= floor[1]
         if keeps:
             current.append(v)
@@ -158,22 +160,23 @@ def _greedy_groups(prog: Program, schedule: Schedule, d: int, k: int, deps: Depe
 
 
 def hoist_parallel_loops(prog: Program, deps: Dependences, schedule: Schedule, decisions: list[str],
-                         ast: Node) -> tuple[Schedule, list[str], Node]:
+                         ast: Node, *, columns: bool = False) -> tuple[Schedule, list[str], Node]:
     """Fuse nests under their common outer parallel loops where that is legal and the launches improve:
     the most grid loops in the launch that has the fewest, then the fewest launches, and no contraction
     loses its ``tl.dot`` (its row and column loops stay the launch's innermost grid loops).  Each round tries
     every distribution dimension and number of loops, and keeps the best; rounds go on while one
-    improves."""
+    improves.  ``columns``: products in row-block programs count as on tl.dot (the online softmax's; see
+    :func:`.host.dot_contractions`)."""
     chains = launch_chains(ast) or [0]
-    dots = dot_contractions(ast, prog)
+    dots = dot_contractions(ast, prog, columns)
     while True:
         best = None
         for d, k in _hoists(schedule):
-            found = _greedy_groups(prog, schedule, d, k, deps, (min(chains), dots))
+            found = _greedy_groups(prog, schedule, d, k, deps, (min(chains), dots), columns)
             if found is None:
                 continue
             groups, trial = found
-            trial_ast, trial_chains, trial_dots = _launches(prog, trial, deps)
+            trial_ast, trial_chains, trial_dots = _launches(prog, trial, deps, columns)
             if trial_dots < dots:
                 continue  # a product that ran on tl.dot would run as scalar sums: slower than a launch more
             key = (min(trial_chains), -len(trial_chains))

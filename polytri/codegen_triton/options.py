@@ -88,7 +88,8 @@ def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any], *, buil
         schedule, decisions, _ = _candidate(prog, deps, {**opts, "schedule": "original"}, "smart")
         schedule = drop_uniform_dimensions(schedule, deps)
         decisions = [*decisions, "GPU: the program is in the order the online softmax built; Pluto not run"]
-        return hoist_parallel_loops(prog, deps, schedule, decisions, build_loop_ast(prog, schedule, deps))
+        return hoist_parallel_loops(prog, deps, schedule, decisions, build_loop_ast(prog, schedule, deps),
+                                    columns=True)
     if opts["fuse"] != "auto":
         return _candidate(prog, deps, opts, opts["fuse"])
     if opts["schedule"] == "original":
