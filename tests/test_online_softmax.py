@@ -172,3 +172,24 @@ def test_an_internal_error_of_the_rewrite_leaves_the_program_as_written(monkeypa
 def test_a_scheduling_option_keeps_the_program_s_own_loops(option: dict[str, str]) -> None:
     kernel = pt.compile(_attention(), target="nvgpu", options={"temporaries": TEMPS, **option})
     assert not any("online softmax" in d for d in kernel.decisions)
+
+
+def test_an_output_indexed_by_the_softmax_columns_is_not_rewritten() -> None:
+    """O[i, j] += P[i, j] * V[j, d] sums over d, not over the softmax's columns: no online form."""
+    q = pt.Program("attention", params=["N", "K", "D"])
+    for name, shape in {**SHAPES, "O": ("N", "N")}.items():
+        q.array(name, shape)
+    for loops, text in ((("j",), "S[i, j] = 0.0"), (("j", "k"), "S[i, j] += Q[i, k] * Kt[j, k]"),
+                        ((), "M[i] = S[i, 0] * 0.5"), (("j",), "M[i] = max(M[i], S[i, j] * 0.5)"),
+                        (("j",), "E[i, j] = exp(S[i, j] * 0.5 - M[i])"), ((), "L[i] = 0.0"),
+                        (("j",), "L[i] += E[i, j]"), (("j",), "P[i, j] = E[i, j] * (1.0 / L[i])"),
+                        (("j",), "O[i, j] = 0.0"), (("j", "d"), "O[i, j] += P[i, j] * V[j, d]")):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(q.loop("i", 0, "N"))
+            for it in loops:
+                stack.enter_context(q.loop(it, 0, {"j": "N", "k": "K", "d": "D"}[it]))
+            q.assign(text)
+    prog = to_program(q)
+    online, decisions = online_softmax(prog, TEMPS, block=4)
+    assert online is prog, decisions
+    assert any("O is not indexed by the rows and its own columns" in d for d in decisions), decisions

@@ -249,6 +249,8 @@ def _check_values(program: Program, c: Chain, temporaries: set[str]) -> None:
     for a in m_acc.index + c.target(c.l_red).index:
         if var_names(a, "iter") - set(c.rows):
             raise NoMatch(f"the row arrays {M} and {L} are indexed by more than the rows")
+    if var_names(c.target(c.o_red), "iter") != set(c.rows) | {c.d}:
+        raise NoMatch(f"{Out} is not indexed by the rows and its own columns")
     for acc in (c.target(c.s_init), e_acc, p_acc):  # their storage holds the blocks
         if sum(1 for e in acc.index if e == Var(c.r, "iter")) != 1:
             raise NoMatch(f"{acc.array} is not indexed by the columns at one subscript")
