@@ -157,7 +157,8 @@ def match(program: Program, red: Statement, temporaries: set[str]) -> Chain:
         raise NoMatch(f"{red.name} reduces a value that reads {len(s_reads)} computed arrays, not 1")
     s_read = s_reads[0]
     S, M = s_read.array, red.target.array
-    if _unify(s_read.index, s_read.index) is None or set(red.iterators) - var_names(s_read, "iter"):
+    plain = _unify(s_read.index, s_read.index) is not None  # distinct bare iterators, or constants
+    if not plain or set(red.iterators) - var_names(s_read, "iter"):
         raise NoMatch(f"{red.name} does not read {S} by its rows and columns, as plain subscripts")
     k = fresh("k", red.iterators)
     d = fresh("d", (*red.iterators, k))
