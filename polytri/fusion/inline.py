@@ -85,26 +85,16 @@ def _written_before_read(program: Program, producer: Statement, consumer: Statem
     return None
 
 
-def _size(e: Expr) -> int:
-    """Nodes of an expression, an array element counting as one (its subscripts are address arithmetic)."""
+def _size(e: Expr, leaf: int = 1) -> int:
+    """Nodes of an expression, an array element or a constant counting as ``leaf`` (an element's
+    subscripts are address arithmetic); ``leaf=0`` counts the arithmetic operations only."""
     if isinstance(e, Unary | Cast):
-        return 1 + _size(e.operand)
+        return 1 + _size(e.operand, leaf)
     if isinstance(e, Binary):
-        return 1 + _size(e.lhs) + _size(e.rhs)
+        return 1 + _size(e.lhs, leaf) + _size(e.rhs, leaf)
     if isinstance(e, Call):
-        return 1 + sum(_size(a) for a in e.args)
-    return 1
-
-
-def _operations(e: Expr) -> int:
-    """Arithmetic nodes of an expression (array reads and constants are not counted)."""
-    if isinstance(e, Unary | Cast):
-        return 1 + _operations(e.operand)
-    if isinstance(e, Binary):
-        return 1 + _operations(e.lhs) + _operations(e.rhs)
-    if isinstance(e, Call):
-        return 1 + sum(_operations(a) for a in e.args)
-    return 0
+        return 1 + sum(_size(a, leaf) for a in e.args)
+    return leaf
 
 
 def _settled(program: Program, p: Statement, array: str) -> bool:
@@ -188,7 +178,7 @@ def inline_producers(program: Program, temporaries: Iterable[str], *, max_nodes:
         cost = None
         if balance is not None and not why:
             n_reads = sum(1 for r in readers for a in r.reads if a.array == array)
-            cost = recomputation(_operations(p.value), n_reads,
+            cost = recomputation(_size(p.value, leaf=0), n_reads,
                                  dtypes.dtype(program.array(array).dtype).itemsize, balance)
             if not cost.pays:
                 why = f"recomputing {p.name} does not pay: {cost}"
