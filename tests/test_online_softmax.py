@@ -23,13 +23,17 @@ SHAPES = {"Q": ("N", "K"), "Kt": ("N", "K"), "V": ("N", "D"), "S": ("N", "N"), "
           "L": ("N",), "P": ("N", "N"), "O": ("N", "D")}
 
 
+OUTPUT = ((("d",), "O[i, d] = 0.0"), (("d", "j"), "O[i, d] += P[i, j] * V[j, d]"))
+
+
 def _attention(seed: str = "S[i, 0] * 0.5", extra_reader: bool = False, p: pt.Program | None = None,
-               suffix: str = "", queries: str = "Q") -> pt.Program:
+               suffix: str = "", queries: str = "Q", output: tuple = OUTPUT, out_shape: tuple = ("N", "D")
+               ) -> pt.Program:
     """softmax(Q Kt^T / 2) V, one statement per pass, as the torch frontend writes it (max first); with a
-    ``suffix``, a chain of its own arrays added to ``p``."""
+    ``suffix``, a chain of its own arrays added to ``p``; ``output``: the nests of O."""
     if p is None:
         p = pt.Program("attention", params=["N", "K", "D"])
-        for name, shape in SHAPES.items():
+        for name, shape in {**SHAPES, "O": out_shape}.items():
             p.array(name, shape)
     if suffix:
         for name in ("S", "M", "E", "L", "P", "O"):
@@ -39,7 +43,7 @@ def _attention(seed: str = "S[i, 0] * 0.5", extra_reader: bool = False, p: pt.Pr
     nests = [(("j",), "S[i, j] = 0.0"), (("j", "k"), "S[i, j] += QUERIES[i, k] * Kt[j, k]"), ((), f"M[i] = {seed}"),
              (("j",), "M[i] = max(M[i], S[i, j] * 0.5)"), (("j",), "E[i, j] = exp(S[i, j] * 0.5 - M[i])"),
              ((), "L[i] = 0.0"), (("j",), "L[i] += E[i, j]"), (("j",), "P[i, j] = E[i, j] * (1.0 / L[i])"),
-             (("d",), "O[i, d] = 0.0"), (("d", "j"), "O[i, d] += P[i, j] * V[j, d]")]
+             *output]
     if extra_reader:
         nests.append((("j",), "X[i, j] = E[i, j]"))
     bounds = {"j": "N", "k": "K", "d": "D"}
@@ -176,20 +180,8 @@ def test_a_scheduling_option_keeps_the_program_s_own_loops(option: dict[str, str
 
 def test_an_output_indexed_by_the_softmax_columns_is_not_rewritten() -> None:
     """O[i, j] += P[i, j] * V[j, d] sums over d, not over the softmax's columns: no online form."""
-    q = pt.Program("attention", params=["N", "K", "D"])
-    for name, shape in {**SHAPES, "O": ("N", "N")}.items():
-        q.array(name, shape)
-    for loops, text in ((("j",), "S[i, j] = 0.0"), (("j", "k"), "S[i, j] += Q[i, k] * Kt[j, k]"),
-                        ((), "M[i] = S[i, 0] * 0.5"), (("j",), "M[i] = max(M[i], S[i, j] * 0.5)"),
-                        (("j",), "E[i, j] = exp(S[i, j] * 0.5 - M[i])"), ((), "L[i] = 0.0"),
-                        (("j",), "L[i] += E[i, j]"), (("j",), "P[i, j] = E[i, j] * (1.0 / L[i])"),
-                        (("j",), "O[i, j] = 0.0"), (("j", "d"), "O[i, j] += P[i, j] * V[j, d]")):
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(q.loop("i", 0, "N"))
-            for it in loops:
-                stack.enter_context(q.loop(it, 0, {"j": "N", "k": "K", "d": "D"}[it]))
-            q.assign(text)
-    prog = to_program(q)
+    prog = to_program(_attention(output=((("j",), "O[i, j] = 0.0"), (("j", "d"), "O[i, j] += P[i, j] * V[j, d]")),
+                                 out_shape=("N", "N")))
     online, decisions = online_softmax(prog, TEMPS, block=4)
     assert online is prog, decisions
     assert any("O is not indexed by the rows and its own columns" in d for d in decisions), decisions

@@ -556,17 +556,18 @@ def kernel_parameters(program: Program, spec: KernelSpec) -> list[str]:
     return out
 
 
+def _contractions(body: Node, find) -> list[Contraction]:
+    """The contractions ``find`` recognizes at the loops of ``body``."""
+    return [con for n in walk(body) if isinstance(n, For) and (con := find(n)) is not None]
+
+
 def dot_contractions_in(body: Node, program: Program, typer: Typer, rows: str, cols: str) -> list[Contraction]:
     """The contractions in ``body`` that a launch whose two innermost grid loops are ``rows`` and ``cols``
     computes with ``tl.dot``."""
-    out = []
-    for n in walk(body):
-        if isinstance(n, For) and n.innermost:
-            red = find_reduction(n, program)
-            con = find_contraction(red, typer, rows, cols) if red else None
-            if con is not None:
-                out.append(con)
-    return out
+    def find(n: For) -> Contraction | None:
+        red = find_reduction(n, program) if n.innermost else None
+        return find_contraction(red, typer, rows, cols) if red else None
+    return _contractions(body, find)
 
 
 def column_contraction(loop: For, program: Program, typer: Typer, rows: str) -> Contraction | None:
@@ -588,13 +589,7 @@ def column_contraction(loop: For, program: Program, typer: Typer, rows: str) -> 
 def column_contractions_in(body: Node, program: Program, typer: Typer, rows: str) -> list[Contraction]:
     """The contractions in ``body`` that a launch whose one block dimension is ``rows`` computes with
     ``tl.dot`` over chunks of their column loop (:func:`column_contraction`)."""
-    out = []
-    for n in walk(body):
-        if isinstance(n, For):
-            con = column_contraction(n, program, typer, rows)
-            if con is not None:
-                out.append(con)
-    return out
+    return _contractions(body, lambda n: column_contraction(n, program, typer, rows))
 
 
 def dot_launch(chain: tuple[For, ...], body: Node, program: Program, typer: Typer) -> tuple[str, list[Contraction]]:

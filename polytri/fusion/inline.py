@@ -37,6 +37,7 @@ from .. import dtypes
 from ..ir.affine import linear
 from ..ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, accesses, substitute, transform
 from ..ir.program import Program, Statement
+from ..schedule.dependences import follows_writes
 from .cost import recomputation
 
 log = logging.getLogger("polytri.fusion")
@@ -67,10 +68,6 @@ def _offset(e: Expr, k: int) -> Expr:
     return Binary("-" if k > 0 else "+", e, Const(abs(k)))
 
 
-def _time(program: Program, st: Statement) -> isl.UnionMap:
-    return program.schedule.intersect_domain(isl.UnionSet.from_set(st.domain))
-
-
 def _written_before_read(program: Program, producer: Statement, consumer: Statement, acc: Access) -> str | None:
     """Why reading ``acc`` in ``consumer`` does not always see ``producer``'s value, or ``None``."""
     params = program.params
@@ -78,9 +75,7 @@ def _written_before_read(program: Program, producer: Statement, consumer: Statem
     read = isl.UnionMap.from_map(consumer.access_map(acc, params)).intersect_params(program.context)
     if not read.range().is_subset(write.range()):
         return f"{consumer.name} reads elements of {acc.array} that {producer.name} does not write"
-    sources = read.apply_range(write.reverse())  # consumer instance -> the producer instance it reads
-    later = _time(program, consumer).lex_gt_union_map(_time(program, producer))
-    if not sources.is_subset(later):
+    if not follows_writes(program, producer, consumer, (acc,)):
         return f"{consumer.name} may read {acc.array} before {producer.name} writes it"
     return None
 
@@ -100,19 +95,8 @@ def _size(e: Expr, leaf: int = 1) -> int:
 def _settled(program: Program, p: Statement, array: str) -> bool:
     """Whether every write of an element of ``array`` that ``p`` reads comes before every instance of
     ``p`` that reads it: the value ``p`` reads is final, the same when recomputed later."""
-    params = program.params
-    read = isl.UnionMap.empty(program.schedule.get_space())
-    for acc in p.reads:
-        if acc.array == array:
-            read = read.union(isl.UnionMap.from_map(p.access_map(acc, params)))
-    for w in program.statements:
-        if w.target.array != array:
-            continue
-        write = isl.UnionMap.from_map(w.access_map(w.target, params))
-        pairs = read.apply_range(write.reverse()).intersect_params(program.context)  # p -> w, same element
-        if not pairs.is_subset(_time(program, p).lex_gt_union_map(_time(program, w))):
-            return False
-    return True
+    reads = [acc for acc in p.reads if acc.array == array]
+    return all(follows_writes(program, w, p, reads) for w in program.statements if w.target.array == array)
 
 
 def _candidate(program: Program, array: str, written: set[str], max_nodes: int, settled: bool

@@ -12,6 +12,7 @@ import islpy as isl
 
 from ..ir.expr import Access, Binary, Call, Const, Expr, Var, accesses, extreme_update, substitute, var_names
 from ..ir.program import Program, Statement, params_prefix
+from ..schedule.dependences import follows_writes
 
 
 class NoMatch(Exception):
@@ -181,7 +182,7 @@ def match(program: Program, red: Statement, temporaries: set[str]) -> Chain:
     frames[ex.name] = _frame(ex, _one_access(ex.value, S).index, s_read.index)
     E = ex.target.array
     e_frame = _rename(ex.target, frames[ex.name]).index
-    e_readers = [s for s in program.statements if any(a.array == E for a in accesses(s.value))]
+    e_readers = [s for s in program.statements if s.name in program.readers(E)]
     sums = [s for s in e_readers if s.target.array != E and _writers(program, s.target.array)[-1] is s
             and len(_writers(program, s.target.array)) == 2 and isinstance(s.value, Binary) and s.value.op == "+"
             and s.target in (s.value.lhs, s.value.rhs)]
@@ -194,7 +195,7 @@ def match(program: Program, red: Statement, temporaries: set[str]) -> Chain:
     frames[l_init.name] = _frame(l_init, l_init.target.index, _rename(l_red.target, frames[l_red.name]).index)
     frames[norm.name] = _frame(norm, _one_access(norm.value, E).index, e_frame)
     P = norm.target.array
-    p_readers = [s for s in program.statements if any(a.array == P for a in accesses(s.value))]
+    p_readers = [s for s in program.statements if s.name in program.readers(P)]
     if len(p_readers) != 1:
         raise NoMatch(f"{P} is read by {len(p_readers)} statements, not 1")
     o_red = p_readers[0]
@@ -300,23 +301,11 @@ def _check_order(program: Program, c: Chain) -> None:
     """In the original order, each statement of the chain reads (or updates) an element only after every
     write of it by the statement before it in the chain: each reads the final values the rewrite
     reproduces, and the initializations run first."""
-    sched = program.schedule
-    not_after = sched.lex_ge_union_map(sched)  # { s -> t : time(s) >= time(t) }
-    params = program.params
-
-    def uses(st: Statement, array: str) -> isl.UnionMap:
-        out = isl.UnionMap.empty(sched.get_space())
-        for acc in (*st.reads, st.target):
-            if acc.array == array:
-                out = out.union(isl.UnionMap.from_map(st.access_map(acc, params)))
-        return out
-
     steps = [(c.s_init, c.s_red), (c.s_red, c.m_init), (c.s_red, c.m_red), (c.m_init, c.m_red),
              (c.s_red, c.exp), (c.m_red, c.exp), (c.exp, c.l_red), (c.l_init, c.l_red), (c.exp, c.norm),
              (c.l_red, c.norm), (c.norm, c.o_red), (c.o_init, c.o_red)]
     for first, then in steps:
         array = first.target.array
-        writes = isl.UnionMap.from_map(first.access_map(first.target, params))
-        pairs = writes.apply_range(uses(then, array).reverse())  # { first -> then : same element }
-        if not pairs.intersect(not_after).is_empty():
+        uses = [acc for acc in (*then.reads, then.target) if acc.array == array]
+        if not follows_writes(program, first, then, uses):
             raise NoMatch(f"{then.name} does not run after every write of {array} by {first.name}")

@@ -1,4 +1,5 @@
-"""Exact dependences with isl's dataflow analysis, and the arrays whose values come from before the call.
+"""Exact dependences with isl's dataflow analysis, the arrays whose values come from before the call, and
+whether one statement's accesses follow another's writes in the original order.
 
 * flow (read after write): value-based, from the last write of each read element (isl's must-source
   analysis), which is exact for the static control programs polytri accepts;
@@ -19,7 +20,8 @@ import islpy as isl
 
 from ..errors import public
 from ..ir.builder import to_program
-from ..ir.program import Program
+from ..ir.expr import Access
+from ..ir.program import Program, Statement
 
 log = logging.getLogger("polytri.schedule")
 
@@ -96,3 +98,18 @@ def scratch_arrays(program: Program, temporaries: Iterable[str]) -> frozenset[st
     for t in sorted(before):
         log.info("%s: temporary %s is read before it is written: kept in memory", program.name, t)
     return frozenset(names - before)
+
+
+def follows_writes(program: Program, writer: Statement, user: Statement, uses: Iterable[Access]) -> bool:
+    """Whether, in the original order, every instance of ``user`` that touches an element through
+    ``uses`` (accesses of ``user``) comes after every instance of ``writer`` that writes that element."""
+    params = program.params
+    write = isl.UnionMap.from_map(writer.access_map(writer.target, params))
+    touch = isl.UnionMap.empty(program.schedule.get_space())
+    for acc in uses:
+        touch = touch.union(isl.UnionMap.from_map(user.access_map(acc, params)))
+    pairs = touch.apply_range(write.reverse()).intersect_params(program.context)  # user -> writer, same element
+
+    def time(st: Statement) -> isl.UnionMap:
+        return program.schedule.intersect_domain(isl.UnionSet.from_set(st.domain))
+    return pairs.is_subset(time(user).lex_gt_union_map(time(writer)))
