@@ -323,8 +323,8 @@ def test_batched_contraction_with_transposed_operands_uses_tl_dot() -> None:
 
 
 def test_an_internal_code_generation_failure_falls_back_to_the_original_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    import polytri.codegen_triton.options as gpu_options
-    real = gpu_options.generate_module
+    import polytri.codegen_triton.module as gpu_module
+    real = gpu_module.generate_module
     calls: list[int] = []
 
     def flaky(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -333,7 +333,7 @@ def test_an_internal_code_generation_failure_falls_back_to_the_original_order(mo
             raise IndexError("simulated code generation bug")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(gpu_options, "generate_module", flaky)
+    monkeypatch.setattr(gpu_module, "generate_module", flaky)
     with pytest.warns(UserWarning, match="original order"):
         k = pt.compile(_program("jacobi_1d"), target="nvgpu")
     assert k.schedule_info.origin == "original"

@@ -17,14 +17,12 @@ from ..schedule.dependences import Dependences
 from ..schedule.schedule import Schedule
 from .host import Launch
 from .kgen import kernel_parameters
-from .module import interpreter_scope, load_module
+from .index_width import INDEX_TYPES, INT32_MAX, index_extreme, lane_margin
+from .module import ModuleRecipe, interpreter_scope, load_module
 from .target import ARCHS, GPUArch, LaunchModel
 from .texpr import SIGNATURE_TYPES
 
 log = logging.getLogger("polytri.triton")
-
-#: Largest element count of an array: subscripts are computed in int32.
-MAX_ELEMENTS = 2**31 - 1
 
 
 class TritonKernel(CompiledKernel):
@@ -34,11 +32,16 @@ class TritonKernel(CompiledKernel):
     Triton's interpreter (on copies, written back when every launch has succeeded)."""
 
     def __init__(self, program: Program, schedule: Schedule, deps: Dependences, *, target: str, arch: GPUArch,
-                 model: LaunchModel, source: str, interpreter_source: str, launches: list[Launch],
-                 options: dict[str, Any], decisions: list[str], local_arrays: frozenset[str] = frozenset()):
+                 model: LaunchModel, recipe: ModuleRecipe, source: str, interpreter_source: str,
+                 launches: list[Launch], options: dict[str, Any], decisions: list[str],
+                 local_arrays: frozenset[str] = frozenset()):
         super().__init__(program, schedule, deps, options, decisions, target)
+        self._decisions.append("index arithmetic: int32 for calls whose counters, bounds and offsets all fit "
+                               "(bounded at each call from its parameters), the int64 variant of the module "
+                               "for the others")
         self.source = source
-        """The generated Triton module (kernels and the host function that launches them)."""
+        """The generated Triton module (kernels and the host function that launches them), with int32 index
+        arithmetic; :meth:`source_for` gives the int64 variant."""
         self.local_arrays = local_arrays
         """Temporaries never stored: read only from the registers of the program that computes them."""
         self.interpreter_source = interpreter_source
@@ -46,35 +49,60 @@ class TritonKernel(CompiledKernel):
         self.arch = arch
         self.model = model
         self.launches = launches
-        self._asm: dict[str, str] = {}
-        self._modules: dict[str, Any] = {}
+        self._recipe = recipe
+        self._variants = {"int32": (source, interpreter_source)}
+        self._margin = lane_margin(model)
+        self._index_types: dict[tuple[int, ...], str] = {}
+        self._asm: dict[tuple[str, str], str] = {}
+        self._modules: dict[tuple[str, str], Any] = {}
 
     @property
     def kernels(self) -> list[str]:
         """Names of the Triton kernels, in launch order of first appearance."""
         return [launch.spec.name for launch in self.launches]
 
-    def _module(self, mode: str) -> Any:
+    def source_for(self, index: str) -> str:
+        """The module with ``index`` (``int32`` or ``int64``) counters, bounds and offsets."""
+        return self._sources(index)[0]
+
+    def _sources(self, index: str) -> tuple[str, str]:
+        if index not in INDEX_TYPES:
+            raise UnsupportedError(f"index type {index!r}: expected one of {', '.join(INDEX_TYPES)}")
+        if index not in self._variants:
+            source = self._recipe.print(index, bf16_as_f32=False)[0]
+            self._variants[index] = (source, self._recipe.interpreter_source(index, source))
+        return self._variants[index]
+
+    def index_type(self, params: dict[str, int]) -> str:
+        """``int32`` when every integer the kernels compute for these parameter values provably fits in
+        int32 (:func:`~.index_width.index_extreme`), else ``int64``."""
+        key = tuple(params[p] for p in self.program.params)
+        if key not in self._index_types:
+            extreme = index_extreme(self._recipe.program, self._recipe.ast, params, margin=self._margin)
+            index = "int32" if extreme <= INT32_MAX else "int64"
+            if index == "int64":
+                log.info("%s: index values up to %s with %s: the int64 variant runs", self.program.name, extreme,
+                         ", ".join(f"{p}={v}" for p, v in params.items()) or "these sizes")
+            self._index_types[key] = index
+        return self._index_types[key]
+
+    def _module(self, mode: str, index: str = "int32") -> Any:
         """The generated module loaded for ``jit`` (GPU, ahead of time) or ``interpret`` (loaded once)."""
-        if mode not in self._modules:
-            self._modules[mode] = load_module(self.interpreter_source if mode == "interpret" else self.source, mode)
-        return self._modules[mode]
+        if (mode, index) not in self._modules:
+            source, interpreted = self._sources(index)
+            self._modules[mode, index] = load_module(interpreted if mode == "interpret" else source, mode)
+        return self._modules[mode, index]
 
     # --- running ----------------------------------------------------------------------------------------
     @public
     def __call__(self, **kwargs: Any) -> None:
         bound = bind(self.program, kwargs, device="gpu")
-        arrays = bound.arrays
-        for a in self.program.arrays:
-            n = int(np.prod(arrays[a.name].shape))
-            if n > MAX_ELEMENTS:
-                raise UnsupportedError(f"{self.program.name}: array {a.name!r} has {n} elements; the Triton "
-                                       f"backend computes subscripts in int32 (at most {MAX_ELEMENTS})")
-        on_gpu = any(is_torch_tensor(x) and x.device.type != "cpu" for x in arrays.values())
+        index = self.index_type(bound.params)
+        on_gpu = any(is_torch_tensor(x) and x.device.type != "cpu" for x in bound.arrays.values())
         if on_gpu:
-            self._run_gpu(bound)
+            self._run_gpu(bound, index)
         else:
-            self._run_interpreted(bound)
+            self._run_interpreted(bound, index)
 
     def _scalar_tensors(self, bound: Any, device: Any, bf16_as_f32: bool) -> list[Any]:
         import torch
@@ -85,9 +113,9 @@ class TritonKernel(CompiledKernel):
             out.append(torch.tensor([bound.scalars[s.name].item()], dtype=getattr(torch, name), device=device))
         return out
 
-    def _run_interpreted(self, bound: Any) -> None:
+    def _run_interpreted(self, bound: Any, index: str) -> None:
         import torch
-        module = self._module("interpret")
+        module = self._module("interpret", index)
         works, backs = [], []
         for a in self.program.arrays:
             x = bound.arrays[a.name]
@@ -118,9 +146,9 @@ class TritonKernel(CompiledKernel):
             else:
                 x[...] = w.numpy()
 
-    def _run_gpu(self, bound: Any) -> None:
+    def _run_gpu(self, bound: Any, index: str) -> None:
         import torch
-        module = self._module("jit")
+        module = self._module("jit", index)
         works, backs = [], []
         for a in self.program.arrays:
             x = bound.arrays[a.name]
@@ -144,31 +172,33 @@ class TritonKernel(CompiledKernel):
                 x.copy_(w)
 
     # --- ahead of time ------------------------------------------------------------------------------------
-    def signature(self, launch: Launch) -> dict[str, str]:
+    def signature(self, launch: Launch, index: str = "int32") -> dict[str, str]:
         """Triton's signature of a kernel: pointer and integer argument types."""
         sig: dict[str, str] = {}
         names = kernel_parameters(self.program, launch.spec)
         types = [f"*{SIGNATURE_TYPES[a.dtype]}" for a in self.program.arrays]
         types += [f"*{SIGNATURE_TYPES[s.dtype]}" for s in self.program.scalars]
-        types += ["i32"] * (len(names) - len(types))
+        types += [SIGNATURE_TYPES[index]] * (len(names) - len(types))
         for n, t in zip(names, types):
             sig[n] = t
         return sig
 
-    def asm(self, arch: str = "sm_90") -> str:
+    def asm(self, arch: str = "sm_90", index: str = "int32") -> str:
         """Compile every kernel ahead of time for ``arch`` (``sm_80``, ``sm_90``, ``gfx90a``, ``gfx942``,
-        ``gfx1100``) without a GPU; return the PTX (NVIDIA) or AMDGCN (AMD) text of all kernels."""
+        ``gfx1100``) without a GPU, with ``index`` (``int32``, or ``int64`` for parameters whose index
+        values do not fit: :meth:`index_type`) counters and integer arguments; return the PTX (NVIDIA) or
+        AMDGCN (AMD) text of all kernels."""
         if arch not in ARCHS:
             raise UnsupportedError(f"unknown architecture {arch!r}; known: {', '.join(ARCHS)}")
-        if arch not in self._asm:
+        if (arch, index) not in self._asm:
             import triton
             from triton.compiler import ASTSource
             target = ARCHS[arch]
-            module = self._module("jit")
+            module = self._module("jit", index)
             texts = []
             for launch in self.launches:
                 fn = getattr(module, launch.spec.name)
-                src = ASTSource(fn=fn, signature=self.signature(launch), constexprs={})
+                src = ASTSource(fn=fn, signature=self.signature(launch, index), constexprs={})
                 options = {"num_warps": self.model.num_warps, "num_stages": self.model.num_stages,
                            "enable_fp_fusion": False}
                 if target.backend == "hip":
@@ -180,8 +210,8 @@ class TritonKernel(CompiledKernel):
                                            f"{launch.spec.name} for {arch}: {exc}") from exc
                 key = "ptx" if target.backend == "cuda" else "amdgcn"
                 texts.append(f"// kernel {launch.spec.name} for {arch}\n{compiled.asm[key]}")
-            self._asm[arch] = "\n".join(texts)
-        return self._asm[arch]
+            self._asm[arch, index] = "\n".join(texts)
+        return self._asm[arch, index]
 
     def explain(self) -> str:
         """A readable report: schedule, launches (grid loops, blocks), decisions."""

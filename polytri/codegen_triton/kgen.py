@@ -26,6 +26,7 @@ from ..ir.expr import Access, Expr, accesses, substitute, var_names
 from ..ir.program import Program
 from ..ir.types import Typer
 from ..loop_ast import Block, For, If, Node, Run, loop_upper, walk
+from .index_width import MAX_CHUNK
 from .reduction import Contraction, Reduction, find_contraction, find_reduction, find_reductions
 from .target import LaunchModel
 from .texpr import TL_TYPES, TritonExprPrinter, array_offset, index_text, user
@@ -106,8 +107,10 @@ class KernelPrinter:
     """Prints one kernel of a program; :meth:`source` returns the function text."""
 
     def __init__(self, program: Program, spec: KernelSpec, typer: Typer, model: LaunchModel, *,
-                 bf16_as_f32: bool, fp32_dot: str, private: frozenset[str] = frozenset()):
+                 bf16_as_f32: bool, fp32_dot: str, private: frozenset[str] = frozenset(), index: str = "int32"):
         self.p = program
+        self.index = index
+        """The integer type of counters, bounds and offsets: ``int32`` or ``int64`` (see :mod:`.index_width`)."""
         self.private = private
         """Temporaries that only this kernel's statements read (see :meth:`flush`)."""
         self.loaded: set[str] = set()
@@ -161,7 +164,7 @@ class KernelPrinter:
             self.loaded.add(acc.array)
             self.flush(acc.array)
             return f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.load({ptr})"
-        return TritonExprPrinter(self.t, load, names, bf16_as_f32=self.bf16)
+        return TritonExprPrinter(self.t, load, names, bf16_as_f32=self.bf16, index=self.index)
 
     def pointer(self, acc: Access, names: dict[str, str], zero: str | None) -> str:
         """Address(es) of ``acc``; ``+ zero`` makes a full block of pointers, to match the mask, when the
@@ -199,7 +202,7 @@ class KernelPrinter:
         for s in self.shape:
             size *= s
         side = 1
-        while side * 2 * size <= 4096 and side < 1024:
+        while side * 2 * size <= 4096 and side < MAX_CHUNK:
             side *= 2
         return max(side, 2)
 
@@ -212,12 +215,13 @@ class KernelPrinter:
         self.emit(0, f"def {spec.name}({', '.join(kernel_parameters(self.p, spec))}):")
         for s in self.p.scalars:
             self.emit(1, f"{user(s.name)} = tl.load(pt__s_{s.name})")
-        # integer arguments as int32 values, not Python ints (the interpreter passes them as such, and a
-        # comparison of two Python ints would be a Python bool, which does not combine with a mask)
+        # integer arguments as values of the index type, not Python ints (the interpreter passes them as
+        # such, and a comparison of two Python ints would be a Python bool, which does not combine with a
+        # mask); the GPU passes them as int32 or int64 by value
         ints = [user(p) for p in self.p.params] + list(spec.host_counters)
         ints += [f"pt__lo{loop.dim}" for loop in spec.chain] + [f"pt__n{spec.chain[i].dim}" for i in spec.flattened]
         for name in ints:
-            self.emit(1, f"{name} = {name} + tl.zeros((), tl.int32)")
+            self.emit(1, f"{name} = {name} + tl.zeros((), tl.{self.index})")
         ctx = _Ctx(mask=None, names={})
         depth = self.grid(ctx)
         self.node(spec.body, depth, ctx)
@@ -233,14 +237,14 @@ class KernelPrinter:
         for a, i in enumerate(reversed(unflat)):
             axis_of[i] = a
         if spec.flattened:
-            self.emit(depth, "pt__pid = tl.program_id(2)")
+            self.emit(depth, f"pt__pid = {self.program_id(2)}")
             for i in reversed(spec.flattened):
                 d = chain[i].dim
                 self.emit(depth, f"pt__p{d} = pt__pid % pt__n{d}")
                 self.emit(depth, f"pt__pid = pt__pid // pt__n{d}")
         conds: list[str] = []
         for i, loop in enumerate(chain):
-            pid = f"pt__p{loop.dim}" if i in spec.flattened else f"tl.program_id({axis_of[i]})"
+            pid = f"pt__p{loop.dim}" if i in spec.flattened else self.program_id(axis_of[i])
             if loop.var in self.vec_axis:
                 ax = self.vec_axis[loop.var]
                 side = spec.vector[ax]
@@ -259,6 +263,15 @@ class KernelPrinter:
             ctx.mask = self.fresh("m")
             self.emit_mask(depth, ctx.mask, " & ".join(["(pt__zero == 0)"] + conds))
         return depth
+
+    def program_id(self, axis: int) -> str:
+        """The program's index along a grid axis, in the index type (Triton's is int32)."""
+        return f"tl.program_id({axis})" if self.index == "int32" else f"tl.program_id({axis}).to(tl.int64)"
+
+    def sentinel(self, reduce: str) -> str:
+        """The identity of a ``min`` / ``max`` over the lanes of index values (no lane active)."""
+        top = 2**31 - 1 if self.index == "int32" else 2**63 - 1
+        return str(top) if reduce == "min" else str(-top)
 
     def loop_guard(self, loop: For, names: dict[str, str]) -> str:
         lo, hi = _loop_range(loop)
@@ -309,8 +322,7 @@ class KernelPrinter:
         if not self.vector_in(e):
             return text
         v = self.fresh("b")
-        none = "2147483647" if reduce == "min" else "-2147483647"
-        self.emit(depth, f"{v} = tl.{reduce}(tl.where({ctx.mask}, {text}, {none}), axis=None)")
+        self.emit(depth, f"{v} = tl.{reduce}(tl.where({ctx.mask}, {text}, {self.sentinel(reduce)}), axis=None)")
         return v
 
     def loop(self, n: For, depth: int, ctx: _Ctx) -> None:
@@ -509,9 +521,9 @@ class KernelPrinter:
             if other in bound_dims:
                 lo_r, hi_r = self.fresh("lo"), self.fresh("hi")
                 self.emit(depth, f"{lo_r} = tl.min(tl.where({ctx.mask}, {index_text(lo, ctx.names)}, "
-                                 f"2147483647), axis={axis}){widen}")
+                                 f"{self.sentinel('min')}), axis={axis}){widen}")
                 self.emit(depth, f"{hi_r} = tl.max(tl.where({ctx.mask}, {index_text(hi, ctx.names)}, "
-                                 f"-2147483647), axis={axis}){widen}")
+                                 f"{self.sentinel('max')}), axis={axis}){widen}")
                 ranges[which] = (lo_r, hi_r)
         acc, kb = self.fresh("acc"), self.fresh("k")
         self.emit(depth, f"{acc} = tl.zeros(({b0}, {b1}), {acc_t})")

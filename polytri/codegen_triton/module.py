@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -41,10 +42,11 @@ import triton.language as tl
 
 
 def generate_module(program: Program, ast: Node, schedule: Schedule, model: LaunchModel, *, target: str,
-                    bf16_as_f32: bool, fp32_dot: str, scratch: frozenset[str] = frozenset()
+                    bf16_as_f32: bool, fp32_dot: str, scratch: frozenset[str] = frozenset(), index: str = "int32"
                     ) -> tuple[str, list[Launch], frozenset[str]]:
     """The module's source, its launches, and the temporaries it never stores (read from registers only);
-    ``scratch`` are temporaries no read of which sees a value from before the call."""
+    ``scratch`` are temporaries no read of which sees a value from before the call; ``index`` the integer
+    type of counters, bounds and offsets (see :mod:`.index_width`)."""
     typer = program_typer(program)
 
     def sides(chain, body) -> tuple[int, ...]:
@@ -62,12 +64,37 @@ def generate_module(program: Program, ast: Node, schedule: Schedule, model: Laun
     planner = HostPlanner(program, schedule, sides)
     host = planner.plan(ast)
     printers = [KernelPrinter(program, launch.spec, typer, model, bf16_as_f32=bf16_as_f32, fp32_dot=fp32_dot,
-                              private=_read_only_in(launch.spec.body, program, ast, scratch))
+                              private=_read_only_in(launch.spec.body, program, ast, scratch), index=index)
                 for launch in planner.launches]
     kernels = [p.source() for p in printers]
     unstored = set().union(*(p.dropped for p in printers)) - set().union(*(p.stored for p in printers))
     parts = [_HEADER.format(name=program.name, target=target), HELPERS, *kernels, host]
     return "\n\n".join(p.strip("\n") + "\n" for p in parts), planner.launches, frozenset(unstored)
+
+
+@dataclass(frozen=True)
+class ModuleRecipe:
+    """What a module is printed from, kept to print it again with another index type."""
+
+    program: Program
+    ast: Node
+    schedule: Schedule
+    model: LaunchModel
+    target: str
+    fp32_dot: str
+    scratch: frozenset[str]
+
+    def print(self, index: str, *, bf16_as_f32: bool) -> tuple[str, list[Launch], frozenset[str]]:
+        """:func:`generate_module` of the recipe with ``index`` counters."""
+        return generate_module(self.program, self.ast, self.schedule, self.model, target=self.target,
+                               bf16_as_f32=bf16_as_f32, fp32_dot=self.fp32_dot, scratch=self.scratch, index=index)
+
+    def interpreter_source(self, index: str, source: str) -> str:
+        """The module for the interpreter, given the one for GPUs: they differ only for bfloat16 programs
+        (the interpreter's bfloat16 lives in float32)."""
+        p = self.program
+        has_bf16 = any(a.dtype == "bfloat16" for a in p.arrays) or any(s.dtype == "bfloat16" for s in p.scalars)
+        return self.print(index, bf16_as_f32=True)[0] if has_bf16 else source
 
 
 def _read_only_in(body: Node, program: Program, ast: Node, scratch: frozenset[str]) -> frozenset[str]:

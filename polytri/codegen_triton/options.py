@@ -18,7 +18,7 @@ from ..schedule.schedule import Schedule
 from .dot_order import order_for_dot
 from .host import dot_contractions, launch_chains
 from .kernel import TritonKernel
-from .module import generate_module
+from .module import ModuleRecipe
 from .nest_fusion import drop_uniform_dimensions, hoist_parallel_loops
 from .target import GPUArch, LaunchModel, arch_for, launch_model
 
@@ -138,13 +138,10 @@ def compile_gpu(prog: Program, deps: Dependences, schedule: Schedule, ast: Node,
     """Generate the Triton module of a scheduled program; ``scratch``: temporaries no read of which sees a
     value from before the call (:func:`polytri.schedule.dependences.scratch_arrays`)."""
     arch, model = gpu_model(prog, target, opts)
-    source, launches, unstored = generate_module(prog, ast, schedule, model, target=target, bf16_as_f32=False,
-                                                 fp32_dot=opts["fp32_dot"], scratch=scratch)
-    has_bf16 = any(a.dtype == "bfloat16" for a in prog.arrays) or any(s.dtype == "bfloat16" for s in prog.scalars)
-    interp = generate_module(prog, ast, schedule, model, target=target, bf16_as_f32=True,
-                             fp32_dot=opts["fp32_dot"], scratch=scratch)[0] if has_bf16 else source
+    recipe = ModuleRecipe(prog, ast, schedule, model, target, opts["fp32_dot"], scratch)
+    source, launches, unstored = recipe.print("int32", bf16_as_f32=False)
+    interp = recipe.interpreter_source("int32", source)
     decisions.append(f"{len(launches)} kernel launch site(s); model for {arch.name}: blocks {model.block}, "
                      f"tl.dot tiles {model.dot_block}, {model.num_warps} warps, {model.num_stages} stages")
-    return TritonKernel(prog, schedule, deps, target=target, arch=arch, model=model, source=source,
-                        interpreter_source=interp, launches=launches, options=opts, decisions=decisions,
-                        local_arrays=unstored)
+    return TritonKernel(prog, schedule, deps, target=target, arch=arch, model=model, recipe=recipe,
+                        source=source, interpreter_source=interp, launches=launches, options=opts, decisions=decisions, local_arrays=unstored)

@@ -2,8 +2,9 @@
 
 The type rules of :mod:`polytri.dtypes` are made explicit as in the C printer: each operand is converted
 to the operation's type.  Integer division and remainder go through helpers with floor semantics (Triton,
-like C, truncates).  Loop counters are int32 in the kernels (program ids and ``tl.arange`` are); the
-host checks that every array has fewer than 2**31 elements, so subscripts cannot overflow.
+like C, truncates).  Loop counters, bounds and offsets are computed in the module's index type, int32
+where every value fits and int64 elsewhere (see :mod:`.index_width`); a counter or parameter used as an
+int64 value (``A[i] = i * N``) is converted to int64 first, as the type rules say, whatever that width.
 """
 
 from __future__ import annotations
@@ -83,8 +84,10 @@ class TritonExprPrinter:
     float32 and are rounded to bfloat16 after every operation, which reproduces bfloat16 arithmetic."""
 
     def __init__(self, typer: Typer, load: Callable[[Access], str], names: Mapping[str, str], *,
-                 bf16_as_f32: bool):
+                 bf16_as_f32: bool, index: str = "int32"):
         self.t = typer
+        self.index = index
+        """The type of the kernel's counters and parameters (``int32`` or ``int64``)."""
         self.load = load
         self.names = names
         self.bf16_as_f32 = bf16_as_f32
@@ -119,6 +122,8 @@ class TritonExprPrinter:
             if isinstance(e.value, int) and to.kind == "i":
                 return f"tl.full((), {e.value}, {self.tl_type(to)})" if to.bits < 32 else str(e.value)
         code = self.expr(e)
+        if isinstance(e, Var) and e.kind != "scalar" and to.kind == "i" and to.bits > 32 and self.index == "int32":
+            return f"{code}.to({TL_TYPES[to.name]})"  # an int32 counter: int64 arithmetic needs int64 operands
         if not src.weak and src.dtype is to:
             return code
         return self.cast(code, src.dtype, to)
