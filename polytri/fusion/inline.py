@@ -186,7 +186,7 @@ def inline_producers(program: Program, temporaries: Iterable[str], *, max_nodes:
             if s in readers:
                 s = replace(s, value=transform(s.value, recompute))
             statements.append(s)
-        program = replace(program, statements=tuple(statements), _cache={})
+        program = replace(program, statements=tuple(statements))
         decisions.append(f"{p.name} ({p.text()}) recomputed in {', '.join(r.name for r in readers) or 'no statement'}; "
                          f"temporary {array} is not written" + (f" ({cost})" if cost is not None else ""))
         log.info("%s: %s", program.name, decisions[-1])

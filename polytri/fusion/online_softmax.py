@@ -165,7 +165,7 @@ def _rewrite(program: Program, c: Chain, block: int) -> Program:
             for st in program.statements if st.name not in names]
     before = [st for st in kept if st.position[0] < first]
     after = [st for st in kept if st.position[0] >= first]
-    return replace(program, statements=tuple(before + inits + new + after), _cache={})
+    return replace(program, statements=tuple(before + inits + new + after))
 
 
 def online_softmax(program: Program, temporaries: Iterable[str], *, block: int) -> tuple[Program, list[str]]:

@@ -9,7 +9,9 @@ rank of the statement's enclosing loop (or of the statement itself) among its si
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import islpy as isl
 
@@ -18,6 +20,8 @@ from ..errors import ProgramError
 from .affine import to_isl
 from .expr import Access, Expr, accesses
 from .printer import expr_to_str
+
+_T = TypeVar("_T")
 
 
 def params_prefix(params: tuple[str, ...]) -> str:
@@ -95,6 +99,11 @@ class Statement:
         return f"{expr_to_str(self.target)} = {expr_to_str(self.value)}"
 
 
+def _statement_key(s: Statement) -> tuple[object, ...]:
+    """The parts of a statement that hash consistently with its ``==`` (all but the isl domain)."""
+    return (s.name, s.iterators, s.target, s.value, s.position)
+
+
 @dataclass(frozen=True, slots=True)
 class Program:
     """A whole loop program: the unit that is analysed, scheduled and compiled."""
@@ -111,11 +120,17 @@ class Program:
     """Statements, in the order they were added."""
     context: isl.Set
     """Constraints assumed on the parameters (a parameter-only set)."""
-    _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
-    """Memo of derived isl objects (not part of the value)."""
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False, hash=False)
+    """Memo of derived objects (not part of the value).  Not an argument of the constructor, so every
+    program, ``dataclasses.replace``'s included, starts with its own empty memo."""
 
     def __hash__(self) -> int:
-        return hash((self.name, self.params, self.arrays, self.scalars, tuple(s.name for s in self.statements)))
+        """Hash of the value, consistent with ``==``.
+
+        The isl sets (domains, context) are left out: ``==`` compares them with ``is_equal``, and isl's
+        hash is not the same for every representation of one set."""
+        return hash((self.name, self.params, self.arrays, self.scalars,
+                     tuple(_statement_key(s) for s in self.statements)))
 
     # -- lookups -------------------------------------------------------------------------------------
     def array(self, name: str) -> Array:
@@ -146,7 +161,9 @@ class Program:
         return max((len(s.iterators) for s in self.statements), default=0)
 
     # -- the polyhedral model as islpy objects ---------------------------------------------------------
-    def _memo(self, key: str, make):
+    def _memo(self, key: str, make: Callable[[], _T]) -> _T:
+        """``make()``, computed once per program and kept under ``key`` (used by analyses elsewhere too,
+        e.g. :func:`polytri.ir.verify.bounds_violations`)."""
         if key not in self._cache:
             self._cache[key] = make()
         return self._cache[key]

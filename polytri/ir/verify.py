@@ -1,5 +1,12 @@
 """The verifier: small named checks, separate from the transformations.
 
+:data:`CHECKS` lists them in the order :func:`verify` runs them; each is a :class:`Check` with a name, a
+one-line description and a function that raises a :class:`~polytri.errors.PolytriError` on a bad program.
+The first line of a failing check's error ends with ``[verifier check 'NAME']``.  A pass can run a
+subset, or add its own checks: ``verify(program, checks=(*CHECKS, Check("mine", "...", my_check)))``.
+
+``check_bounded_domains``: every iteration domain is finite for each parameter value.
+
 ``check_bounds``: every access of every statement is compared by isl with its array's extent, for every
 parameter value allowed by the context (parameters are sizes: never negative).  An access that leaves
 its array *whenever its statement runs at all* is a :class:`BoundsError` at compile time.  One that
@@ -11,11 +18,12 @@ them too (numpy would wrap negative indices silently).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import islpy as isl
 
-from ..errors import BoundsError, ParameterBoundsError, ProgramError
+from ..errors import BoundsError, ParameterBoundsError, PolytriError, ProgramError
 from ..islutil import fix_params
 from .expr import Access
 from .printer import expr_to_str
@@ -153,7 +161,38 @@ def check_bounded_domains(program: Program) -> None:
                                f"unbounded; every iterator needs a lower and an upper bound")
 
 
-def verify(program: Program) -> None:
-    """Run every check of the verifier."""
-    check_bounded_domains(program)
-    check_bounds(program)
+@dataclass(frozen=True)
+class Check:
+    """One named check of the verifier."""
+
+    name: str
+    """Short kebab-case name, quoted in the error of a failing check."""
+    doc: str
+    """What the check requires of a program, in one sentence."""
+    run: Callable[[Program], None]
+    """Raises a :class:`~polytri.errors.PolytriError` when the program fails the check."""
+
+
+#: The checks of :func:`verify`, in the order they run.
+CHECKS: tuple[Check, ...] = (
+    Check("bounded-domains", "every iteration domain is finite for each parameter value", check_bounded_domains),
+    Check("in-bounds", "no access leaves its array whenever its statement runs (the rest is checked at call time)",
+          check_bounds),
+)
+
+
+def run_check(check: Check, program: Program) -> None:
+    """Run one check; its error is re-raised, same class, with `` [verifier check 'NAME']`` at the end of
+    the message's first line (the message still starts with the culprit, as callers expect)."""
+    try:
+        check.run(program)
+    except PolytriError as exc:
+        first, newline, rest = str(exc).partition("\n")
+        named = type(exc)(f"{first} [verifier check {check.name!r}]{newline}{rest}")
+        raise named.with_traceback(exc.__traceback__) from None
+
+
+def verify(program: Program, checks: Sequence[Check] | None = None) -> None:
+    """Run ``checks`` (default: every check of :data:`CHECKS`) in order; the first failure is raised."""
+    for check in CHECKS if checks is None else checks:
+        run_check(check, program)
