@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import polytri as pt
-import polytri.compiler
+import polytri.schedule.choose
 from polytri.ir import to_program
 from polytri.ir.program import Program, params_prefix
 from polytri.schedule.dependences import Dependences, compute_dependences
@@ -256,14 +256,14 @@ def _check_against_reference(name: str, k) -> None:
 @pytest.mark.parametrize("options", [{"schedule": "pluto"}, {}], ids=["pluto", "default"])
 @pytest.mark.parametrize("name", ["jacobi_1d", "gemm"])
 def test_compile_falls_back_on_an_illegal_schedule(monkeypatch, name: str, options: dict) -> None:
-    real = polytri.compiler.pluto_schedule
+    real = polytri.schedule.choose.pluto_schedule
     calls = []
 
     def illegal(program, deps, **kw):
         calls.append(program.name)
         return _reversed(real(program, deps, **kw))
 
-    monkeypatch.setattr(polytri.compiler, "pluto_schedule", illegal)
+    monkeypatch.setattr(polytri.schedule.choose, "pluto_schedule", illegal)
     with pytest.warns(UserWarning, match="violates dependences.*original order"):
         k = pt.compile(KERNELS[name].build(), options=options)
     assert calls, "the monkeypatched scheduler was not called"
@@ -278,7 +278,7 @@ def test_compile_falls_back_when_the_scheduler_fails(monkeypatch) -> None:
     def failing(program, deps, **kw):
         raise SchedulingError(f"{program.name}: no hyperplane (simulated)")
 
-    monkeypatch.setattr(polytri.compiler, "pluto_schedule", failing)
+    monkeypatch.setattr(polytri.schedule.choose, "pluto_schedule", failing)
     with pytest.warns(UserWarning, match="simulated.*original order"):
         k = pt.compile(KERNELS["seidel_2d"].build(), options={"schedule": "pluto"})
     prog, _ = _analysed("seidel_2d")

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import polytri as pt
-import polytri.compiler
+import polytri.cpu_codegen.target
+import polytri.schedule.choose
 from polytri.suite import KERNELS, copy_args, make_args
 
 pytestmark = pytest.mark.cc
@@ -27,13 +28,13 @@ def _agrees(k: pt.CpuKernel, name: str) -> None:
                                      {"schedule": "pluto", "tile": True}], ids=["auto", "original", "pluto", "tiled"])
 def test_the_final_schedule_is_proved_legal_on_every_compile(monkeypatch: pytest.MonkeyPatch, options: dict) -> None:
     proved = []
-    real = polytri.compiler.prove_legal
+    real = polytri.schedule.choose.prove_legal
 
     def spy(schedule, deps, *, what):  # type: ignore[no-untyped-def]
         real(schedule, deps, what=what)
         proved.append(schedule)
 
-    monkeypatch.setattr(polytri.compiler, "prove_legal", spy)
+    monkeypatch.setattr(polytri.schedule.choose, "prove_legal", spy)
     k = pt.compile(KERNELS["jacobi_1d"].build(), options=options)
     assert any(m.is_equal(k.schedule) for m in proved), "the schedule the kernel runs was never proved legal"
 
@@ -43,7 +44,7 @@ def _internal_failure(*args: object, **kwargs: object) -> None:
 
 
 def test_an_unexpected_scheduler_exception_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(polytri.compiler, "pluto_schedule", _internal_failure)
+    monkeypatch.setattr(polytri.schedule.choose, "pluto_schedule", _internal_failure)
     with pytest.warns(UserWarning, match="original order"):
         k = pt.compile(KERNELS["gemm"].build(), options={"schedule": "pluto"})
     _agrees(k, "gemm")
@@ -53,7 +54,8 @@ def test_an_unexpected_scheduler_exception_falls_back(monkeypatch: pytest.Monkey
 def test_a_code_generation_failure_falls_back_to_the_original_order(monkeypatch: pytest.MonkeyPatch,
                                                                     stage: str) -> None:
     """The stage fails for the Pluto schedule only; the original order must still compile and be right."""
-    real = getattr(polytri.compiler, stage)
+    module = polytri.schedule.choose if stage == "build_loop_ast" else polytri.cpu_codegen.target
+    real = getattr(module, stage)
     prog = KERNELS["gemm"].build()
     from polytri.ir import to_program
     from polytri.schedule.dependences import compute_dependences
@@ -70,7 +72,7 @@ def test_a_code_generation_failure_falls_back_to_the_original_order(monkeypatch:
         return real(p, first, *args, **kwargs)
 
     flaky.failed = False
-    monkeypatch.setattr(polytri.compiler, stage, flaky)
+    monkeypatch.setattr(module, stage, flaky)
     with pytest.warns(UserWarning, match="original order"):
         k = pt.compile(prog, options={"schedule": "pluto"})
     assert k.schedule.is_equal(original.map)

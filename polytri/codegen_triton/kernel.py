@@ -16,8 +16,8 @@ from ..ir.program import Program
 from ..schedule.dependences import Dependences
 from ..schedule.schedule import Schedule
 from .host import Launch
-from .kgen import kernel_parameters
 from .index_width import INDEX_TYPES, INT32_MAX, index_extreme, lane_margin
+from .kgen import kernel_parameters
 from .module import ModuleRecipe, interpreter_scope, load_module
 from .target import ARCHS, GPUArch, LaunchModel
 from .texpr import SIGNATURE_TYPES

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..compiler import TARGETS
 from ..errors import OptionError
+from ..pipeline.target import get_target
 
 #: Frontend options: default and description.  ``target`` defaults to the inputs' device.
 TORCH_OPTIONS: dict[str, tuple[Any, str]] = {
@@ -87,7 +88,10 @@ def check_options(options: Mapping[str, Any] | None) -> TorchOptions:
     from ..schedule.pluto import FUSION_POLICIES
     if merged["fuse"] is not None and merged["fuse"] not in FUSION_POLICIES:
         raise OptionError(f"option 'fuse' must be one of {', '.join(FUSION_POLICIES)}, got {merged['fuse']!r}")
-    return TorchOptions(**merged)
+    opts = TorchOptions(**merged)
+    if opts.target is not None:  # the target's own check, now: not at the first graph
+        get_target(opts.target).check_options(opts.compile_options(opts.target))
+    return opts
 
 
 def default_target(devices: Sequence[Any]) -> str:

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from ..compiler import choose_schedule
 from ..errors import OptionError
 from ..ir.builder import to_program
 from ..ir.program import Program, Statement
+from ..schedule.choose import choose_schedule
 from ..schedule.dependences import Dependences, compute_dependences
 from ..schedule.legality import prove_legal
 from ..schedule.schedule import Schedule, original_schedule

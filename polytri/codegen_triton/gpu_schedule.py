@@ -1,0 +1,67 @@
+"""The GPU targets' schedule: untiled (kernels block their parallel loops themselves), parallel loops
+outward, products ordered for ``tl.dot``, and the fusion that makes the best launches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..ir.program import Program
+from ..loop_ast import Node, build_loop_ast
+from ..schedule.choose import choose_schedule
+from ..schedule.dependences import Dependences
+from ..schedule.legality import prove_legal
+from ..schedule.permute import parallel_outward
+from ..schedule.schedule import Schedule
+from .dot_order import order_for_dot
+from .host import dot_contractions, launch_chains
+from .nest_fusion import drop_uniform_dimensions, hoist_parallel_loops
+
+
+def _candidate(prog: Program, deps: Dependences, opts: dict[str, Any], fuse: str) -> tuple[Schedule, list[str], Node]:
+    schedule, decisions, ast = choose_schedule(prog, deps, opts["schedule"], fuse, False, None)
+    if schedule.bands:
+        permuted = parallel_outward(schedule, deps)
+        if permuted is not schedule:
+            prove_legal(permuted.map, deps, what=f"{prog.name}: the GPU band order")
+            decisions += [f"scheduler: {d}" for d in permuted.decisions[len(schedule.decisions):]]
+            schedule, ast = permuted, build_loop_ast(prog, permuted, deps)
+    schedule, ast = order_for_dot(prog, deps, schedule, ast, decisions)
+    return schedule, decisions, ast
+
+
+def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any], *, built: bool = False
+                 ) -> tuple[Schedule, list[str], Node]:
+    """The schedule (untiled: kernels block their parallel loops themselves), with the band order that puts
+    parallel loops outward, and its loop AST.  ``fuse='auto'`` compares Pluto's smart fusion and no
+    fusion by the launches they make: most contractions on ``tl.dot``, then most grid loops in the launch
+    with fewest, then fewest launches, then most grid loops in the launch with most (fusion that
+    serializes a parallel loop, or takes a product off the tensor cores, loses to separate kernels)."""
+    if built:
+        # a rewrite (the online softmax) built the loops in the order they should run; Pluto is not run on
+        # them (its search on the rewritten attention takes minutes): the original order, nests fused
+        # below their shared parallel loops
+        schedule, decisions, _ = _candidate(prog, deps, {**opts, "schedule": "original"}, "smart")
+        schedule = drop_uniform_dimensions(schedule, deps)
+        decisions = [*decisions, "GPU: the program is in the order the online softmax built; Pluto not run"]
+        return hoist_parallel_loops(prog, deps, schedule, decisions, build_loop_ast(prog, schedule, deps),
+                                    columns=True)
+    if opts["fuse"] != "auto":
+        return _candidate(prog, deps, opts, opts["fuse"])
+    if opts["schedule"] == "original":
+        return _candidate(prog, deps, opts, "smart")
+    best = None
+    summary = []
+    # Pluto's maximal fusion is not among the candidates: its search can run for minutes on small
+    # programs (a two-layer MLP), and isl's operation budget does not stop it
+    for fuse in ("smart", "none"):
+        cand = _candidate(prog, deps, opts, fuse)
+        chains = launch_chains(cand[2]) or [0]
+        dots = dot_contractions(cand[2], prog)
+        key = (dots, min(chains), -len(chains), max(chains))
+        summary.append(f"'{fuse}': {len(chains)} launch(es), grid loops {chains}, {dots} product(s) on tl.dot")
+        if best is None or key > best[0]:
+            best = (key, fuse, cand)
+    assert best is not None
+    _, fuse, (schedule, decisions, ast) = best
+    decisions = decisions + [f"GPU: fusion '{fuse}' chosen ({'; '.join(summary)})"]
+    return hoist_parallel_loops(prog, deps, schedule, decisions, ast)

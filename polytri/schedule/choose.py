@@ -1,0 +1,115 @@
+"""Which schedule a program runs: the input order, Pluto's, or Pluto's tiled, each proved legal with isl.
+
+The ``auto`` choice keeps the input order where Pluto's schedule loses parallelism or locality the input
+order has (see :func:`choose_schedule`); a scheduler failure or a schedule that cannot be proved legal
+falls back to the input order with a warning, never to wrong code.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+
+import islpy as isl
+
+from ..ir.program import Program
+from ..loop_ast import Node, build_loop_ast, enclosing_loops
+from .dependences import Dependences
+from .legality import IllegalScheduleError, prove_legal
+from .locality import dominant_streams, strided_streams
+from .pluto import SchedulingError, pluto_schedule
+from .schedule import Schedule, original_schedule
+from .tiling import tile_schedule
+
+log = logging.getLogger("polytri.schedule")
+
+
+def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
+                    tile: bool | None = False, tile_size: int | None = None) -> tuple[Schedule, list[str], Node]:
+    """The schedule to generate code from, proved legal, with the decisions and its loop AST; the original
+    order when the scheduler fails or its result cannot be proved legal (with a warning: never wrong
+    code)."""
+    original = original_schedule(prog, deps)
+    prove_legal(original.map, deps, what=f"{prog.name}: the original order")
+    if kind == "original":
+        return original, ["schedule: the original order (option schedule='original')"], \
+            build_loop_ast(prog, original, deps)
+    try:
+        sched = pluto_schedule(prog, deps, fuse=fuse)
+        prove_legal(sched.map, deps, what=f"{prog.name}: the Pluto schedule")
+    except (SchedulingError, IllegalScheduleError, isl.Error) as exc:
+        warnings.warn(f"polytri: {exc}; compiling {prog.name} in its original order", stacklevel=3)
+        log.warning("%s: falling back to the original order: %s", prog.name, exc)
+        return original, [f"schedule: the original order, because {exc}"], build_loop_ast(prog, original, deps)
+    untiled = sched
+    if (tile is True or (tile is None and kind == "auto")) and any(b.width >= 2 for b in sched.bands):
+        try:
+            tiled = tile_schedule(prog, sched, deps, size=tile_size)
+            prove_legal(tiled.map, deps, what=f"{prog.name}: the tiled schedule")
+            sched = tiled
+        except (IllegalScheduleError, isl.Error) as exc:
+            warnings.warn(f"polytri: {exc}; compiling {prog.name} untiled", stacklevel=3)
+            log.warning("%s: tiling dropped: %s", prog.name, exc)
+        if tile is None and sched is not untiled and not _tiling_pays(original, untiled, sched):
+            sched = untiled
+    decisions = [f"scheduler: {d}" for d in sched.decisions]
+    ours = build_loop_ast(prog, sched, deps)
+    if kind == "auto":
+        theirs = build_loop_ast(prog, original, deps)
+        why = _parallelism_lost(prog, ours, theirs) or _locality_loss(prog, untiled, original)
+        if why is not None:
+            log.info("%s: %s", prog.name, why)
+            return original, [f"schedule: the original order, because {why}"] + decisions, theirs
+    return sched, [f"schedule: Pluto (fusion '{fuse}'), proved legal with isl"] + decisions, ours
+
+
+def _parallelism_lost(prog: Program, ours: Node, theirs: Node) -> str | None:
+    """Why the loop AST ``ours`` runs some statement with its outermost parallel loop deeper than the
+    input order's AST ``theirs`` does (or with none where the input order has one), or ``None``.  A skewed
+    band pays off only through tiling with wavefronts; untiled (or where tiling does not pay yet, see
+    _tiling_pays) a skew just removes the input order's parallelism.  (Counting parallel loops instead
+    would reject fusing a 4 x 4 nest into one loop of 16 iterations.)"""
+    def first_parallel(places: list[tuple[bool, ...]]) -> float:
+        return max(next((k for k, par in enumerate(p) if par), math.inf) for p in places)
+    mine = {n: first_parallel(p) for n, p in enclosing_loops(ours).items()}
+    base = {n: first_parallel(p) for n, p in enclosing_loops(theirs).items()}
+    worse = [f"{s.name} ({mine[s.name]} > {base[s.name]})" for s in prog.statements
+             if s.name in mine and s.name in base and mine[s.name] > base[s.name]]
+    if not worse:
+        return None
+    return (f"the Pluto schedule puts the outermost parallel loop of {', '.join(worse)} deeper than the input "
+            f"order (depth inf: none); the input order is kept")
+
+
+def _locality_loss(prog: Program, pluto: Schedule, original: Schedule) -> str | None:
+    """Why the Pluto schedule's innermost loops have clearly worse spatial locality than the input order,
+    or ``None``.  Pluto's cost function sees dependence distances, not memory layout: to fuse bicg's
+    ``s[j] += r[i] * A[i, j]`` with ``q[i] += A[i, j] * p[j]`` under an outer parallel loop it scans the
+    first on ``(j, i)``, a column walk of ``A`` that loads a cache line per element (3x slower than the
+    naive row walk here, which two cores of parallelism cannot repay).  Clearly worse means more strided
+    streams (``locality.strided_streams``: accesses shared by fused statements count once) in the deepest
+    statements that have any, whose ``n^depth`` iterations dominate the cost."""
+    ours = list(strided_streams(prog, pluto.map).values())
+    theirs = list(strided_streams(prog, original.map).values())
+    depth = max((s.depth for s in ours + theirs), default=0)
+    worse, before = dominant_streams(ours, depth), dominant_streams(theirs, depth)
+    if len(worse) <= len(before):
+        return None
+    listed = f" ({', '.join(before)})" if before else ""
+    return (f"the Pluto schedule's innermost loops walk {len(worse)} strided stream(s) in statements {depth} "
+            f"loop(s) deep ({', '.join(worse)}), the input order {len(before)}{listed}: a strided walk loads a "
+            f"cache line per element; the input order is kept")
+
+
+def _tiling_pays(original: Schedule, untiled: Schedule, tiled: Schedule) -> bool:
+    """The default (``tile=None``) tiles only where tiling is the sole source of parallelism: neither the
+    input order nor the untiled schedule has a parallel loop, and the wavefront over tiles gives one
+    (seidel-like sweeps: 1.66x on seidel-2d here).  Elsewhere the measured gains of the current tile
+    sizes are within this machine's noise or negative (docs/scheduler.md), so tiling waits for issue 4."""
+    return parallel_loops(original) == 0 and parallel_loops(untiled) == 0 and parallel_loops(tiled) > 0
+
+
+def parallel_loops(s: Schedule) -> int:
+    """Number of loop (non-scalar) time dimensions that carry no dependence."""
+    return sum(1 for d, par in enumerate(s.parallel) if par and not (d < len(s.scalar) and s.scalar[d]))
