@@ -39,6 +39,8 @@ class CompiledKernel:
         self._schedule = schedule
         self._decisions = list(decisions)
         self._target = target
+        self.stage_times: tuple[tuple[str, float], ...] = ()
+        """Wall time of each stage of the compilation, in order (set by ``pt.compile``)."""
 
     @property
     def target(self) -> str:
@@ -58,6 +60,12 @@ class CompiledKernel:
     def decisions(self) -> list[str]:
         """Every decision of the compilation (schedule, fusion, parallel loops, launches), in order."""
         return list(self._decisions)
+
+    def _stage_report(self) -> list[str]:
+        """The compilation's stages and their times, one line."""
+        if not self.stage_times:
+            return []
+        return ["", "stages: " + ", ".join(f"{name} {1000 * t:.1f} ms" for name, t in self.stage_times)]
 
     def _schedule_report(self) -> list[str]:
         """The schedule, as a map and as a table of its dimensions."""

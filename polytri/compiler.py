@@ -37,6 +37,7 @@ from .ir.textform import program_to_text
 from .ir.verify import verify
 from .loop_ast import For, Node, Run, walk
 from .pipeline.options import CpuOptions, GpuOptions, option_table
+from .pipeline.stages import StageClock
 from .pipeline.target import Target, get_target, register_target, target_names
 from .schedule.dependences import Dependences, compute_dependences, scratch_arrays
 from .schedule.schedule import Schedule
@@ -61,14 +62,31 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     tgt = get_target(target)
     prog = to_program(program)
     opts = tgt.check_options(options)
-    verify(prog)
-    _check_temporaries(prog, opts["temporaries"])
-    prog, fusion, built = _rewrite(tgt, prog, opts)
-    prog, inlined = _inline_temporaries(tgt, prog, opts["temporaries"])
+    clock = StageClock(prog.name)
+    with clock.stage("verify") as out:
+        verify(prog)
+        _check_temporaries(prog, opts["temporaries"])
+        out.append(prog)
+    with clock.stage("rewrite") as out:
+        prog, fusion, built = _rewrite(tgt, prog, opts)
+        out.append(prog)
+    with clock.stage("inline") as out:
+        prog, inlined = _inline_temporaries(tgt, prog, opts["temporaries"])
+        out.append(prog)
     fusion += inlined
-    deps = compute_dependences(prog)
+    with clock.stage("dependences") as out:
+        deps = compute_dependences(prog)
+        out.append(deps)
+    kernel = _generate_safely(tgt, prog, deps, opts, fusion, built, clock)
+    kernel.stage_times = tuple(clock.times)
+    return kernel
+
+
+def _generate_safely(tgt: Target, prog: Program, deps: Dependences, opts: dict[str, Any], fusion: list[str],
+                     built: bool, clock: StageClock) -> Any:
+    """:func:`_generate`, and on an internal error the same in the original order, with a warning."""
     try:
-        return _generate(tgt, prog, deps, opts, fusion, built)
+        return _generate(tgt, prog, deps, opts, fusion, clock, built)
     except PolytriError:
         raise
     except Exception as exc:  # an internal bug: never let it become a crash when a safe path exists
@@ -78,20 +96,24 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
         warnings.warn(f"polytri: internal error while compiling {prog.name} ({type(exc).__name__}: {exc}); "
                       f"compiling it in its original order", stacklevel=3)
         log.warning("%s: internal error, falling back to the original order", prog.name, exc_info=True)
-        return _generate(tgt, prog, deps, {**opts, "schedule": "original"}, fusion)
+        return _generate(tgt, prog, deps, {**opts, "schedule": "original"}, fusion, clock)
 
 
 def _generate(tgt: Target, prog: Program, deps: Dependences, opts: dict[str, Any], fusion: list[str],
-              built: bool = False) -> Any:
+              clock: StageClock, built: bool = False) -> Any:
     """Schedule and generate ``prog``; ``built``: a rewrite (the online softmax) put the program in the order
     it should run."""
-    schedule, decisions, ast = tgt.schedule(prog, deps, opts, built=built)
+    with clock.stage("schedule") as out:
+        schedule, decisions, ast = tgt.schedule(prog, deps, opts, built=built)
+        out.append((schedule, decisions, ast))
     decisions = [f"fusion: {d}" for d in fusion] + decisions + _loop_decisions(ast)
 
     def dump(source: str) -> None:
         _dump(prog, deps, schedule, ast, source, suffix=tgt.source_suffix)
-    return tgt.generate(prog, deps, schedule, ast, opts=opts, decisions=decisions,
-                        scratch=scratch_arrays(prog, opts["temporaries"]), dump=dump)
+    with clock.stage("generate") as out:
+        out.append(tgt.generate(prog, deps, schedule, ast, opts=opts, decisions=decisions,
+                                scratch=scratch_arrays(prog, opts["temporaries"]), dump=dump))
+    return out[0]
 
 
 def _loop_decisions(ast: Node) -> list[str]:

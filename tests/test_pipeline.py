@@ -84,3 +84,19 @@ def test_a_registered_target_replaces_a_stage() -> None:
             np.testing.assert_allclose(got[name], v, rtol=1e-9, err_msg=name)
     with pytest.raises(pt.OptionError, match="unknown target 'cpu-theirs'"):
         pt.compile(prog, target="cpu-theirs")
+
+
+@pytest.mark.cc
+def test_every_stage_is_timed_and_seen_by_the_hooks() -> None:
+    from polytri.pipeline import add_stage_hook, remove_stage_hook
+    from polytri.pipeline.stages import StageEvent
+    seen: list[StageEvent] = []
+    add_stage_hook(seen.append)
+    try:
+        k = pt.compile(KERNELS["jacobi_1d"].build(), target="cpu")
+    finally:
+        remove_stage_hook(seen.append)
+    stages = ["verify", "rewrite", "inline", "dependences", "schedule", "generate"]
+    assert [e.stage for e in seen] == stages == [name for name, _ in k.stage_times]
+    assert seen[-1].value is k and all(e.program == "jacobi_1d" and e.seconds >= 0 for e in seen)
+    assert "stages: verify " in k.explain()

@@ -219,7 +219,7 @@ class TritonKernel(CompiledKernel):
         lines = [f"program {p.name} [{', '.join(p.params)}], target {self.target} (model: {self.arch.name})",
                  "", "statements:"]
         lines += [f"  {st.name}: {st.text()}" for st in p.statements]
-        lines += [""] + self._schedule_report()
+        lines += [""] + self._schedule_report() + self._stage_report()
         lines += ["", "kernels:"]
         for launch in self.launches:
             spec = launch.spec

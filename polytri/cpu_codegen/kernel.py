@@ -104,7 +104,7 @@ class CpuKernel(CompiledKernel):
         for kind in ("flow", "anti", "output"):
             m = getattr(self.dependences, kind)
             lines.append(f"  {kind:6s} {'none' if m.is_empty() else m}")
-        lines += [""] + self._schedule_report()
+        lines += [""] + self._schedule_report() + self._stage_report()
         lines += ["", "decisions:"] + [f"  - {d}" for d in self._decisions]
         lines += ["", f"library: {self.library}"]
         return "\n".join(lines)

@@ -1,8 +1,9 @@
-"""The compilation pipeline's contracts: the :class:`Target` interface every code generator implements, and
-the typed option classes with their one validator."""
+"""The compilation pipeline's contracts: the :class:`Target` interface every code generator implements, the
+typed option classes with their one validator, and the stage hooks."""
 
 from .options import CpuOptions, GpuOptions, option_docs, option_table, parse_options
+from .stages import StageEvent, add_stage_hook, remove_stage_hook
 from .target import Target, get_target, register_target, target_names
 
-__all__ = ["CpuOptions", "GpuOptions", "Target", "get_target", "option_docs", "option_table", "parse_options",
-           "register_target", "target_names"]
+__all__ = ["CpuOptions", "GpuOptions", "StageEvent", "Target", "add_stage_hook", "get_target", "option_docs",
+           "option_table", "parse_options", "register_target", "remove_stage_hook", "target_names"]
