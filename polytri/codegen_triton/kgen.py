@@ -25,9 +25,9 @@ from ..ir.affine import to_isl
 from ..ir.expr import Access, Expr, accesses, substitute, var_names
 from ..ir.program import Program
 from ..ir.types import Typer
-from ..loop_ast import Block, For, If, Node, Run, loop_upper, walk
+from ..loop_ast import Block, For, If, Node, Run, loop_upper
 from .index_width import MAX_CHUNK
-from .reduction import Contraction, Reduction, find_contraction, find_reduction, find_reductions
+from .reduction import Contraction, Reduction, column_contraction, find_contraction, find_reductions
 from .target import LaunchModel
 from .texpr import TL_TYPES, TritonExprPrinter, array_offset, index_text, user
 
@@ -566,55 +566,3 @@ def kernel_parameters(program: Program, spec: KernelSpec) -> list[str]:
     out += [f"pt__lo{loop.dim}" for loop in spec.chain]
     out += [f"pt__n{spec.chain[i].dim}" for i in spec.flattened]
     return out
-
-
-def _contractions(body: Node, find) -> list[Contraction]:
-    """The contractions ``find`` recognizes at the loops of ``body``."""
-    return [con for n in walk(body) if isinstance(n, For) and (con := find(n)) is not None]
-
-
-def dot_contractions_in(body: Node, program: Program, typer: Typer, rows: str, cols: str) -> list[Contraction]:
-    """The contractions in ``body`` that a launch whose two innermost grid loops are ``rows`` and ``cols``
-    computes with ``tl.dot``."""
-    def find(n: For) -> Contraction | None:
-        red = find_reduction(n, program) if n.innermost else None
-        return find_contraction(red, typer, rows, cols) if red else None
-    return _contractions(body, find)
-
-
-def column_contraction(loop: For, program: Program, typer: Typer, rows: str) -> Contraction | None:
-    """The contraction ``C[rows, j] += X[rows, k] * Y[k, j]`` when ``loop`` is a parallel unit-step loop
-    over ``j`` whose body is exactly one innermost sum loop over ``k``: a launch whose one block dimension
-    is ``rows`` runs ``loop`` in chunks along a second block axis, and the sum over each chunk is
-    ``tl.dot`` (row-block programs: the products of attention, fused with its softmax below the rows)."""
-    if not loop.parallel or loop.step != 1 or loop.innermost:
-        return None
-    body = loop.body
-    while isinstance(body, Block) and len(body.body) == 1:
-        body = body.body[0]
-    if not isinstance(body, For) or not body.innermost:
-        return None
-    red = find_reduction(body, program)
-    return find_contraction(red, typer, rows, loop.var) if red else None
-
-
-def column_contractions_in(body: Node, program: Program, typer: Typer, rows: str) -> list[Contraction]:
-    """The contractions in ``body`` that a launch whose one block dimension is ``rows`` computes with
-    ``tl.dot`` over chunks of their column loop (:func:`column_contraction`)."""
-    return _contractions(body, lambda n: column_contraction(n, program, typer, rows))
-
-
-def dot_launch(chain: tuple[For, ...], body: Node, program: Program, typer: Typer) -> tuple[str, list[Contraction]]:
-    """How a launch with grid loops ``chain`` and ``body`` runs its products on ``tl.dot``: ``grid`` (2-D
-    blocks over the two innermost grid loops, the products' rows and columns), ``columns`` (1-D blocks
-    over the innermost grid loop, the products' rows; their columns run in chunks of an inner loop, see
-    :func:`column_contraction`) or ``none``; and those products.  Tiles over the grid come first."""
-    if len(chain) >= 2:
-        found = dot_contractions_in(body, program, typer, chain[-2].var, chain[-1].var)
-        if found:
-            return "grid", found
-    if chain:
-        found = column_contractions_in(body, program, typer, chain[-1].var)
-        if found:
-            return "columns", found
-    return "none", []

@@ -29,7 +29,8 @@ from ..ir.types import program_typer
 from ..loop_ast import For, Node, run_counts, walk
 from ..schedule.schedule import Schedule
 from .host import HostPlanner, Launch
-from .kgen import KernelPrinter, dot_launch
+from .kgen import KernelPrinter
+from .reduction import dot_launch
 from .target import LaunchModel
 from .texpr import HELPERS
 
