@@ -3,7 +3,7 @@ and numpy/torch, beside the machine's measured FMA and triad peaks.
 
     python benchmarks/cpu.py [--filter 'gemm|jacobi'] [--repeat 5] [--quick] [--markdown]
 
-The same as ``polytri bench``; the code lives in ``polytri/bench.py`` so that the installed command has it.
+The same as ``polytri bench``; the code lives in ``polytri/tools/bench.py`` so that the installed command has it.
 ``benchmarks/README.md`` explains every column.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from polytri.bench import main
+from polytri.tools.bench import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -3,14 +3,14 @@ every thread and with one.
 
     python benchmarks/peak.py [--quick]
 
-Hand-written C built with the generated kernels' compiler and flags (``polytri/peak.py``, ``PEAK_SOURCE``).
+Hand-written C built with the generated kernels' compiler and flags (``polytri/tools/peak.py``, ``PEAK_SOURCE``).
 """
 
 from __future__ import annotations
 
 import sys
 
-from polytri.bench import peak_main
+from polytri.tools.bench import peak_main
 
 if __name__ == "__main__":
     sys.exit(peak_main(sys.argv[1:]))

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 import polytri as pt
-from polytri.demo import blur_torch
+from polytri.tools.demo import blur_torch
 
 
 def _mlp() -> tuple[Callable[..., Any], tuple[Any, ...]]:

@@ -1,7 +1,7 @@
 """polytri: a pure-Python polyhedral loop optimizer.
 
 Build a program with :class:`Program` (or ``@kernel``), check it against :func:`reference`, and
-:func:`compile` it for the CPU (C/OpenMP).  See DESIGN.md and docs/ for the whole picture.
+:func:`compile` it for the CPU (C/OpenMP).  See docs/ for the whole picture.
 """
 
 import os as _os
@@ -9,22 +9,22 @@ import os as _os
 from . import dtypes
 from .compiler import compile
 from .errors import (
-                     ArgumentError,
-                     BoundsError,
-                     CompilationError,
-                     NameResolutionError,
-                     NotAffineError,
-                     OptionError,
-                     ParameterBoundsError,
-                     ParseError,
-                     PolytriError,
-                     ProgramError,
-                     TypeCheckError,
-                     UnsupportedError,
+    ArgumentError,
+    BoundsError,
+    CompilationError,
+    NameResolutionError,
+    NotAffineError,
+    OptionError,
+    ParameterBoundsError,
+    ParseError,
+    PolytriError,
+    ProgramError,
+    TypeCheckError,
+    UnsupportedError,
 )
 from .frontend import Kernel, bf16, bool_, f16, f32, f64, i8, i32, i64, kernel
+from .frontend.jit import explain, jit
 from .ir.builder import ProgramBuilder as Program
-from .jit import explain, jit
 from .reference import reference
 from .schedule.dependences import Dependences, dependences
 
@@ -33,7 +33,7 @@ __version__ = "0.1.0"
 if _os.environ.get("POLYTRI_LOG"):  # the named loggers, for Python users as for the command line
     import warnings as _warnings
 
-    from .logconfig import configure as _configure
+    from .tools.logconfig import configure as _configure
     try:
         _configure()
     except PolytriError as _exc:

@@ -35,11 +35,11 @@ from .ir.builder import to_program
 from .ir.program import Program
 from .ir.textform import program_to_text
 from .ir.verify import verify
-from .loop_ast import For, Node, Run, walk
 from .pipeline.options import CpuOptions, GpuOptions, option_table
 from .pipeline.stages import StageClock
 from .pipeline.target import Target, get_target, register_target, target_names
 from .schedule.dependences import Dependences, compute_dependences, scratch_arrays
+from .schedule.loop_ast import For, Node, Run, walk
 from .schedule.schedule import Schedule
 
 log = logging.getLogger("polytri.compile")

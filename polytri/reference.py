@@ -18,18 +18,18 @@ import islpy as isl
 import numpy as np
 
 from . import dtypes
-from .args import bind, is_torch_tensor
 from .dtypes import BFLOAT16, FLOAT16, DType
 from .errors import public
 from .ir.affine import const_value
 from .ir.builder import to_program
 from .ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, Var
+from .ir.islutil import fix_params
 from .ir.printer import format_const
 from .ir.program import Program, Statement
 from .ir.types import Typer, program_typer
 from .ir.verify import check_bounds
-from .islutil import fix_params
 from .numerics import CASTS
+from .runtime.args import bind, is_torch_tensor
 
 log = logging.getLogger("polytri.reference")
 

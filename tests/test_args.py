@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import polytri as pt
-from polytri.args import bind
 from polytri.ir import to_program
+from polytri.runtime.args import bind
 
 
 def _shapes_program() -> pt.Program:

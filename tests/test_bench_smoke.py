@@ -1,4 +1,4 @@
-"""The CPU benchmark (polytri/bench.py, `polytri bench`, benchmarks/cpu.py) still runs, fills its table and
+"""The CPU benchmark (polytri/tools/bench.py, `polytri bench`, benchmarks/cpu.py) still runs, fills its table and
 checks every variant against the naive C, so that it cannot rot."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from polytri import bench
-from polytri.cli import main as cli_main
+from polytri.tools import bench
+from polytri.tools.cli import main as cli_main
 
 pytestmark = pytest.mark.cc
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from polytri.cli import main
+from polytri.tools.cli import main
 
 
 def test_version(capsys):
@@ -19,7 +19,7 @@ def test_version(capsys):
 def test_demo_quick_prints_agreeing_table(tmp_path):
     env_cache = {"POLYTRI_CACHE_DIR": str(tmp_path)}
     import os
-    proc = subprocess.run([sys.executable, "-m", "polytri.cli", "demo", "--quick"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "polytri.tools.cli", "demo", "--quick"], capture_output=True,
                           text=True, timeout=300, env={**os.environ, **env_cache})
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -27,4 +27,4 @@ def test_demo_quick_prints_agreeing_table(tmp_path):
         row = next(line for line in out.splitlines() if line.startswith(kernel))
         assert row.rstrip().endswith("yes")
     assert "void pt_gemm(" in out
-    assert "DESIGN.md's sizes" not in out  # --quick skips the large runs
+    assert "compiled at the reference sizes" not in out  # --quick skips the large runs

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 import polytri as pt
-from polytri.cli import main
-from polytri.cli_compile import parse_options, parse_sections
 from polytri.errors import OptionError, UnsupportedError
-from polytri.loader import LoadError, load_program, split_spec
-from polytri.logconfig import parse_spec
+from polytri.tools.cli import main
+from polytri.tools.cli_compile import parse_options, parse_sections
+from polytri.tools.loader import LoadError, load_program, split_spec
+from polytri.tools.logconfig import parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -48,7 +48,7 @@ def write(tmp_path: Path, text: str, name: str = "kernels.py") -> str:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "polytri.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "polytri.tools.cli", *args], capture_output=True, text=True,
                           timeout=120, cwd=cwd, env={**os.environ, **(env or {})})
 
 

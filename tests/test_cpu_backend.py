@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import polytri as pt
-from polytri.loop_ast import For, Run, build_loop_ast, walk
 from polytri.schedule.dependences import compute_dependences
+from polytri.schedule.loop_ast import For, Run, build_loop_ast, walk
 from polytri.schedule.schedule import original_schedule
 from polytri.suite import build_jacobi_2d
 

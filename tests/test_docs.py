@@ -159,7 +159,7 @@ def test_readme_commands_work(tmp_path):
     env = {**os.environ, "POLYTRI_CACHE_DIR": os.environ.get("POLYTRI_CACHE_DIR", str(tmp_path / "cache"))}
     for command in commands:
         argv = shlex.split(command)
-        proc = subprocess.run([sys.executable, "-m", "polytri.cli", *argv[1:]], cwd=tmp_path, env=env,
+        proc = subprocess.run([sys.executable, "-m", "polytri.tools.cli", *argv[1:]], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"{command}: {proc.stderr}"
         assert proc.stdout.strip(), command

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 import polytri as pt
-from polytri.demo import blur_torch
 from polytri.ir.textform import parse_program
+from polytri.tools.demo import blur_torch
 
 pytestmark = pytest.mark.interp
 

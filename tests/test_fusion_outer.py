@@ -15,9 +15,9 @@ from polytri.ir import to_program
 from polytri.ir.affine import evaluate
 from polytri.ir.contraction import contraction_form
 from polytri.ir.program import Statement
-from polytri.loop_ast import build_loop_ast, enclosing_loops
 from polytri.schedule.dependences import compute_dependences
 from polytri.schedule.legality import is_legal
+from polytri.schedule.loop_ast import build_loop_ast, enclosing_loops
 from polytri.schedule.pluto import pluto_schedule
 from polytri.suite import build_gemm, build_jacobi_1d, copy_args
 

@@ -1,5 +1,5 @@
 """Fuzzing (issue 8, item 6): random affine programs (nested and triangular loops, several statements,
-time loops, reductions, mixed dtypes) through every target of ``polytri.fuzz.TARGETS`` (cpu, and nvgpu in
+time loops, reductions, mixed dtypes) through every target of ``polytri.testing.fuzz.TARGETS`` (cpu, and nvgpu in
 Triton's interpreter) under several
 option sets, compared with ``pt.reference``; random out-of-bounds programs are rejected at compile time
 or at call time exactly when a brute-force enumeration finds an access outside its array.
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import polytri as pt
-from polytri import fuzz
+from polytri.testing import fuzz
 from polytri.errors import ParameterBoundsError
 from polytri.ir import to_program
 from polytri.ir.verify import check_bounds

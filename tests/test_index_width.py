@@ -9,8 +9,8 @@ import pytest
 
 import polytri as pt
 from polytri.codegen_triton.index_width import INT32_MAX, index_extreme, lane_margin
-from polytri.loop_ast import build_loop_ast
 from polytri.schedule.dependences import compute_dependences
+from polytri.schedule.loop_ast import build_loop_ast
 from polytri.schedule.schedule import original_schedule
 
 #: Parameter values around the int32 and uint32 limits (and one small value).

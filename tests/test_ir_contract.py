@@ -101,7 +101,7 @@ def test_a_failing_check_is_named(prog, cls: type, name: str, words: list[str]) 
     with pytest.raises(cls) as info:
         verify(prog())
     msg = str(info.value)
-    assert msg.startswith("statement S"), msg  # the culprit first, as before (polytri.fuzz relies on it)
+    assert msg.startswith("statement S"), msg  # the culprit first, as before (polytri.testing.fuzz relies on it)
     assert msg.splitlines()[0].endswith(f" [verifier check {name!r}]"), msg
     for w in words:
         assert w in msg, msg

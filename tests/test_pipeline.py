@@ -11,10 +11,10 @@ import pytest
 import polytri as pt
 from polytri.cpu_codegen.target import CpuTarget
 from polytri.ir.program import Program
-from polytri.loop_ast import Node, build_loop_ast
 from polytri.pipeline import CpuOptions, GpuOptions, get_target, option_table, parse_options, register_target
 from polytri.schedule.dependences import Dependences
 from polytri.schedule.legality import prove_legal
+from polytri.schedule.loop_ast import Node, build_loop_ast
 from polytri.schedule.schedule import Schedule, original_schedule
 from polytri.suite import KERNELS, copy_args, make_args
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 import polytri as pt
-from polytri.cli import main
 from polytri.errors import OptionError
-from polytri.loader import load_program
 from polytri.plot import dependence_graph, iteration_space, picture_schedule, plot_program
 from polytri.plot.geometry import area, clip, contains
 from polytri.schedule.dependences import compute_dependences
 from polytri.suite import KERNELS
+from polytri.tools.cli import main
+from polytri.tools.loader import load_program
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

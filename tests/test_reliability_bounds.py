@@ -1,6 +1,6 @@
 """Static bounds checking (issue 8, item 1): an access out of bounds whenever its statement runs is a
 compile-time error; one out of bounds only for some parameter values is checked at call time, before
-anything runs, by every backend (through ``polytri.args.bind``)."""
+anything runs, by every backend (through ``polytri.runtime.args.bind``)."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ def test_entry_point_is_declared() -> None:
     cfg.read(pathlib.Path(__file__).parents[1] / "setup.cfg")
     eps = cfg["options.entry_points"]
     assert "polytri = polytri.frontend.torch_backend:polytri_backend" in eps["torch_dynamo_backends"]
-    assert "polytri.cli:main" in eps["console_scripts"]
+    assert "polytri.tools.cli:main" in eps["console_scripts"]
 
 
 def test_jit_decorator_and_call_forms() -> None:

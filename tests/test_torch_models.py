@@ -13,7 +13,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import polytri as pt  # noqa: E402
-from polytri.demo import blur_torch  # noqa: E402
+from polytri.tools.demo import blur_torch  # noqa: E402
 
 pytestmark = pytest.mark.cc
 

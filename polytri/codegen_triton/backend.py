@@ -10,10 +10,10 @@ from .. import dtypes
 from ..fusion.cost import BALANCE
 from ..fusion.online_softmax import online_softmax
 from ..ir.program import Program
-from ..loop_ast import Node
 from ..pipeline.options import GpuOptions
 from ..pipeline.target import Target
 from ..schedule.dependences import Dependences
+from ..schedule.loop_ast import Node
 from ..schedule.schedule import Schedule
 from .gpu_schedule import gpu_schedule
 from .kernel import TritonKernel

@@ -23,9 +23,9 @@ import logging
 
 from ..ir.contraction import contraction_form
 from ..ir.program import Program
-from ..loop_ast import Node, build_loop_ast
 from ..schedule.dependences import Dependences
 from ..schedule.legality import is_legal
+from ..schedule.loop_ast import Node, build_loop_ast
 from ..schedule.permute import permute_dimensions
 from ..schedule.schedule import Schedule
 from .host import dot_contractions

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..ir.program import Program
-from ..loop_ast import Node, build_loop_ast
 from ..schedule.choose import choose_schedule
 from ..schedule.dependences import Dependences
 from ..schedule.legality import prove_legal
+from ..schedule.loop_ast import Node, build_loop_ast
 from ..schedule.permute import parallel_outward
 from ..schedule.schedule import Schedule
 from .dot_order import order_for_dot

@@ -21,7 +21,7 @@ import islpy as isl
 from ..ir.expr import Expr
 from ..ir.program import Program
 from ..ir.types import program_typer
-from ..loop_ast import Block, For, If, Node, Run, isl_expr, walk
+from ..schedule.loop_ast import Block, For, If, Node, Run, isl_expr, walk
 from ..schedule.schedule import Schedule
 from .kgen import KernelSpec, kernel_parameters, upper_exclusive
 from .reduction import dot_launch

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 
 from ..ir.expr import COMPARE_OPS, Access, Binary, Call, Const, Expr, Unary, Var, accesses, substitute
 from ..ir.program import Program
-from ..loop_ast import Block, For, If, Node, Run, loop_upper
+from ..schedule.loop_ast import Block, For, If, Node, Run, loop_upper
 from .target import LaunchModel
 
 #: The largest value an int32 holds.

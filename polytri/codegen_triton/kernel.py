@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..args import bind, is_torch_tensor
-from ..compiled import CompiledKernel
 from ..errors import ArgumentError, CompilationError, UnsupportedError, public
 from ..ir.program import Program
+from ..runtime.args import bind, is_torch_tensor
+from ..runtime.compiled import CompiledKernel
 from ..schedule.dependences import Dependences
 from ..schedule.schedule import Schedule
 from .host import Launch

@@ -25,7 +25,7 @@ from ..ir.affine import to_isl
 from ..ir.expr import Access, Expr, accesses, substitute, var_names
 from ..ir.program import Program
 from ..ir.types import Typer
-from ..loop_ast import Block, For, If, Node, Run, loop_upper
+from ..schedule.loop_ast import Block, For, If, Node, Run, loop_upper
 from .index_width import MAX_CHUNK
 from .reduction import Contraction, Reduction, column_contraction, find_contraction, find_reductions
 from .target import LaunchModel

@@ -26,7 +26,7 @@ from types import ModuleType
 from ..cpu_codegen.build import cache_dir
 from ..ir.program import Program
 from ..ir.types import program_typer
-from ..loop_ast import For, Node, run_counts, walk
+from ..schedule.loop_ast import For, Node, run_counts, walk
 from ..schedule.schedule import Schedule
 from .host import HostPlanner, Launch
 from .kgen import KernelPrinter

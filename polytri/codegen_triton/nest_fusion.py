@@ -27,9 +27,9 @@ from dataclasses import replace
 import islpy as isl
 
 from ..ir.program import Program
-from ..loop_ast import Node, build_loop_ast
 from ..schedule.dependences import Dependences
 from ..schedule.legality import is_legal, prove_legal
+from ..schedule.loop_ast import Node, build_loop_ast
 from ..schedule.permute import permute_dimensions
 from ..schedule.schedule import Schedule, parallel_dimensions
 from .host import dot_contractions, launch_chains

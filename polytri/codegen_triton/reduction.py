@@ -22,7 +22,7 @@ from ..dtypes import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, DType
 from ..ir.expr import Access, Binary, Cast, Expr, accesses, extreme_update, substitute, var_names
 from ..ir.program import Program, Statement
 from ..ir.types import Typer
-from ..loop_ast import Block, For, Node, Run, walk
+from ..schedule.loop_ast import Block, For, Node, Run, walk
 
 
 @dataclass(frozen=True, slots=True)

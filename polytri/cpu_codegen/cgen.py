@@ -15,7 +15,7 @@ from ..ir.affine import const_value
 from ..ir.expr import Access, Binary, Expr, Var, accesses, var_names
 from ..ir.program import Program, Statement
 from ..ir.types import program_typer
-from ..loop_ast import Block, For, If, Node, Run, run_counts, walk
+from ..schedule.loop_ast import Block, For, If, Node, Run, run_counts, walk
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
 from .contraction import (
     Contraction,

@@ -41,7 +41,7 @@ from ..ir.contraction import ContractionForm, contraction_form
 from ..ir.expr import Access, Binary, Const, Expr, Var, accesses, var_names
 from ..ir.program import Program, Statement, params_prefix
 from ..ir.types import Typer
-from ..loop_ast import Block, For, Node, Run, isl_expr, loop_upper
+from ..schedule.loop_ast import Block, For, Node, Run, isl_expr, loop_upper
 from .cexpr import comment, index_expr
 
 log = logging.getLogger("polytri.cpu")

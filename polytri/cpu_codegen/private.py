@@ -28,7 +28,7 @@ from .. import dtypes
 from ..ir.affine import const_value, linear
 from ..ir.expr import Access, accesses, substitute
 from ..ir.program import Program, Statement
-from ..loop_ast import For, Run, run_counts, walk
+from ..schedule.loop_ast import For, Run, run_counts, walk
 
 log = logging.getLogger("polytri.cpu")
 

@@ -7,11 +7,11 @@ from typing import Any, ClassVar
 
 from ..fusion.cost import BALANCE
 from ..ir.program import Program
-from ..loop_ast import Node
 from ..pipeline.options import CpuOptions
 from ..pipeline.target import Target
 from ..schedule.choose import choose_schedule
 from ..schedule.dependences import Dependences
+from ..schedule.loop_ast import Node
 from ..schedule.schedule import Schedule
 from .build import DEFAULT_FLAGS, build_library, vector_math_flags
 from .cgen import CodegenOptions, generate_c

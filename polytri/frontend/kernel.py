@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import dtypes
-from ..args import bind
 from ..errors import ArgumentError, NameResolutionError, ParseError, PolytriError, ProgramError, caret, public
 from ..ir.builder import ProgramBuilder
 from ..ir.expr import FUNCTIONS
 from ..ir.program import Program
+from ..runtime.args import bind
 from .annotations import ArraySpec, ArrayType
 
 _SUBSET = ("a @pt.kernel body may only contain `for v in range(lo, hi)` loops, `if`/`else` with affine "

@@ -9,7 +9,7 @@ import sympy
 import torch
 
 from ..errors import ProgramError
-from ..ir.builder import check_identifier
+from ..ir.names import check_identifier
 from .torch_values import LoweringError
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Operations per byte of global memory traffic each target sustains: peak arithmetic over bandwidth.
-#: The CPU here: about 200 GFLOP/s of float32 on 2 cores against a 26 GB/s triad (DESIGN.md), 8.  GPUs
+#: The CPU here: about 200 GFLOP/s of float32 on 2 cores against a 26 GB/s triad (measured here, docs/performance.md), 8.  GPUs
 #: from vendor figures (not measured here): an H100, 67 TFLOP/s of fp32 outside the tensor cores against
 #: 3.35 TB/s, 20; an MI300X, 163 TFLOP/s of fp32 against 5.3 TB/s, 30.
 BALANCE = {"cpu": 8.0, "nvgpu": 20.0, "amdgpu": 30.0}

@@ -1,4 +1,4 @@
-"""Direct construction of programs: ``pt.Program`` (see DESIGN.md, "Public API").
+"""Direct construction of programs: ``pt.Program`` (see docs/guide.md).
 
 The builder is the one mutable object of the IR: it collects declarations and statements, checks each
 as it arrives (names, ranks, affinity, types), and freezes into an immutable
@@ -7,8 +7,6 @@ as it arrives (names, ranks, affinity, types), and freezes into an immutable
 
 from __future__ import annotations
 
-import keyword
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -21,47 +19,15 @@ from ..dtypes import VType
 from ..errors import ProgramError, TypeCheckError, public
 from .affine import condition_to_isl, to_isl
 from .expr import Binary, Const, Expr, accesses
+from .names import check_identifier
 from .parse import AUG_OPS, NameKind, Scope, parse_assign, parse_expr
 from .printer import expr_to_str
 from .program import Array, Program, Scalar, Statement, params_prefix
+from .textform import program_to_text
 from .types import check_literals, infer
-
-#: Names that would clash with isl notation, the expression language, the generated C (keywords, and
-#: the macros and functions of the headers it includes that it uses) or the reference's generated Python.
-ISL_WORDS = {"and", "or", "not", "implies", "mod", "floor", "ceil", "floord", "ceild", "min", "max", "exists",
-             "infty", "rat", "true", "false", "NaN", "nan", "inf", "domain", "range"}
-LANGUAGE_WORDS = {"where", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "erf"} | set(dtypes.ALL) | set(dtypes.ALIASES)
-C_WORDS = {
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
-    "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
-    "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while",
-    "bool", "NULL", "EOF", "INFINITY", "NAN", "HUGE", "HUGE_VAL", "HUGE_VALF", "HUGE_VALL", "DOMAIN", "SING",
-    "OVERFLOW", "UNDERFLOW", "TLOSS", "PLOSS", "math_errhandling", "errno", "assert", "offsetof", "memcpy",
-    "isnan", "isinf", "isfinite", "isnormal", "signbit", "fpclassify", "isgreater", "isgreaterequal", "isless",
-    "islessequal", "islessgreater", "isunordered", "fabs", "fabsf", "expf", "logf", "sqrtf", "tanhf", "erff",
-    "floorf", "ceilf", "fmod", "fmodf", "copysign", "copysignf",
-}
-PY_WORDS = {"np", "math", "int", "float", "type"}
-RESERVED = ISL_WORDS | LANGUAGE_WORDS | C_WORDS | PY_WORDS
-#: Macro families of <stdint.h> and <math.h>, and OpenMP's and the compiler's own names.
-_RESERVED_PATTERN = re.compile(r"(U?INT(\d+|MAX|PTR)?_\w*|(SIZE|PTRDIFF|WCHAR|WINT|SIG_ATOMIC)_\w+|M_\w+|FP_\w+|"
-                               r"MATH_\w+|omp_\w*|__\w*)")
 
 ShapeEntry = int | str
 Bound = int | str
-
-
-def check_identifier(name: str, what: str) -> None:
-    """Raise :class:`ProgramError` unless ``name`` can name a polytri object."""
-    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
-        raise ProgramError(f"{what} name {name!r} is not a valid identifier")
-    if name in RESERVED or _RESERVED_PATTERN.fullmatch(name):
-        raise ProgramError(f"{what} name {name!r} is reserved (a function, dtype, or a word of isl, C or the "
-                           f"generated code)")
-    if re.fullmatch(r"c[0-9]+", name):
-        raise ProgramError(f"{what} name {name!r} is reserved for the loop counters of generated code")
-    if name.startswith("pt_") or name.startswith("_"):
-        raise ProgramError(f"{what} name {name!r}: names starting with 'pt_' or '_' are reserved for generated code")
 
 
 @dataclass
@@ -339,7 +305,6 @@ class ProgramBuilder:
         return tuple(self._s.statements)
 
     def __str__(self) -> str:
-        from .textform import program_to_text
         return program_to_text(self.build())
 
     def __repr__(self) -> str:

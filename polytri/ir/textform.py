@@ -23,8 +23,8 @@ import islpy as isl
 
 from .. import dtypes
 from ..errors import ParseError, PolytriError, TypeCheckError, caret
-from .builder import check_identifier
 from .expr import Binary, Expr
+from .names import check_identifier
 from .parse import NameKind, Scope, parse_assign, parse_expr
 from .printer import expr_to_str
 from .program import Array, Program, Scalar, Statement

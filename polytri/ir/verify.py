@@ -11,7 +11,7 @@ subset, or add its own checks: ``verify(program, checks=(*CHECKS, Check("mine", 
 parameter value allowed by the context (parameters are sizes: never negative).  An access that leaves
 its array *whenever its statement runs at all* is a :class:`BoundsError` at compile time.  One that
 leaves it only for some parameter values is recorded as a :class:`BoundsViolation`: the set of those
-values is checked at call time by :func:`polytri.args.bind`, before anything runs.  Generated C has no
+values is checked at call time by :func:`polytri.runtime.args.bind`, before anything runs.  Generated C has no
 bounds checks, so the two together are what make it memory-safe; the reference interpreter relies on
 them too (numpy would wrap negative indices silently).
 """
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..errors import BoundsError, ParameterBoundsError, PolytriError, ProgramError
-from ..islutil import fix_params
 from .expr import Access
+from .islutil import fix_params
 from .printer import expr_to_str
 from .program import Program, Statement, params_prefix
 
@@ -133,7 +133,7 @@ def check_bounds(program: Program) -> None:
     """Raise :class:`BoundsError` for an access that is out of bounds whenever its statement runs.
 
     Accesses out of bounds only for some parameter values are left to the call-time check of
-    :func:`polytri.args.bind` (see :func:`bounds_violations`)."""
+    :func:`polytri.runtime.args.bind` (see :func:`bounds_violations`)."""
     for v in bounds_violations(program):
         if v.always:
             raise BoundsError(

@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 
 from ..errors import OptionError
 from ..ir.program import Program
-from ..loop_ast import Node
 from ..schedule.dependences import Dependences
+from ..schedule.loop_ast import Node
 from ..schedule.schedule import Schedule
 from .options import parse_options
 

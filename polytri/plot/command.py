@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     """Load the program, draw, save; print the path written."""
     import matplotlib
     matplotlib.use("Agg")  # files only: no display needed
-    from ..loader import load_program
+    from ..tools.loader import load_program
     from .api import plot_program
 
     if args.tile_size < 1:

@@ -14,10 +14,10 @@ import warnings
 import islpy as isl
 
 from ..ir.program import Program
-from ..loop_ast import Node, build_loop_ast, enclosing_loops
 from .dependences import Dependences
 from .legality import IllegalScheduleError, prove_legal
 from .locality import dominant_streams, strided_streams
+from .loop_ast import Node, build_loop_ast, enclosing_loops
 from .pluto import SchedulingError, pluto_schedule
 from .schedule import Schedule, original_schedule
 from .tiling import tile_schedule

@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes
-from .errors import ArgumentError, TypeCheckError
-from .ir.affine import evaluate, linear
-from .ir.printer import expr_to_str
-from .ir.program import Program
-from .ir.verify import check_call_bounds
-from .islutil import fix_params
-from .numerics import CASTS
+from .. import dtypes
+from ..errors import ArgumentError, TypeCheckError
+from ..ir.affine import evaluate, linear
+from ..ir.islutil import fix_params
+from ..ir.printer import expr_to_str
+from ..ir.program import Program
+from ..ir.verify import check_call_bounds
+from ..numerics import CASTS
 
 
 @dataclass(frozen=True)

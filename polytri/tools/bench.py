@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from .compiler import compile as pt_compile
+from ..compiler import compile as pt_compile
+from ..suite import copy_args
 from .peak import Peak, default_threads, fma_peak, measure_peak, triad_bandwidth
-from .suite import copy_args
 
 NOTE = "ratios, not absolute times, are what to compare; this machine is shared and noisy"
 
@@ -51,7 +51,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 #: The column of the numpy/torch equivalents.
 LIBRARY = "numpy/torch"
 
-#: Benchmark sizes: DESIGN.md's reference points, and sizes where the naive C takes roughly 0.05-1 s on a
+#: Benchmark sizes: the reference points of docs/performance.md, and sizes where the naive C takes roughly 0.05-1 s on a
 #: 2-core machine for the others.
 BENCH_SIZES: dict[str, Params] = {
     "gemm": dict(NI=1024, NJ=1024, NK=1024),
@@ -95,7 +95,7 @@ QUICK_SIZES: dict[str, Params] = {
 
 
 def quick_size(name: str) -> Params:
-    from .suite import KERNELS
+    from ..suite import KERNELS
     if name in QUICK_SIZES:
         return dict(QUICK_SIZES[name])
     return {p: (v if p == "T" else 4 * v) for p, v in KERNELS[name].small.items()}
@@ -281,8 +281,8 @@ def run_kernel(name: str, params: Params, repeat: int, threads: int | None = Non
     """Compile every variant of suite kernel ``name``, check each against the naive C on one run, then time
     them ``repeat`` times, interleaved (naive, orig+omp, polytri, tiled, numpy/torch, naive, ...); each
     call gets a fresh copy of the inputs, made outside the timed region."""
-    from .ir.builder import to_program
-    from .suite import KERNELS, make_args
+    from ..ir.builder import to_program
+    from ..suite import KERNELS, make_args
 
     kern = KERNELS[name]
     prog = to_program(kern.build())
@@ -449,7 +449,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def select(pattern: str) -> list[str]:
-    from .suite import KERNELS
+    from ..suite import KERNELS
     if not pattern:
         return list(KERNELS)
     rx = re.compile(pattern)

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import polytri as pt
 
-from .errors import BoundsError, ParameterBoundsError
+from ..errors import BoundsError, ParameterBoundsError
 
 #: Targets every random program is compiled for; a GPU target joins by adding its name (and an entry in
 #: :data:`OPTIONS`; kernels of other targets are called with the same numpy arguments).

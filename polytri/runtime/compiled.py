@@ -7,9 +7,9 @@ from typing import Any
 
 import islpy as isl
 
-from .ir.program import Program
-from .schedule.dependences import Dependences
-from .schedule.schedule import Schedule
+from ..ir.program import Program
+from ..schedule.dependences import Dependences
+from ..schedule.schedule import Schedule
 
 
 def schedule_table(s: Schedule, statements: list[str]) -> list[str]:

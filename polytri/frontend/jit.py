@@ -27,7 +27,7 @@ def jit(fn: Callable[..., Any] | None = None, *, compile_options: Mapping[str, A
         dynamic: bool | None = None) -> Any:
     """Compile a PyTorch function (or ``nn.Module``) with polytri: ``pt.jit(fn, compile_options={...})`` or
     ``@pt.jit(compile_options={'target': 'cpu'})``.  Options are checked at once (``OptionError``)."""
-    from .frontend.torch_backend import backend_for
+    from .torch_backend import backend_for
 
     backend = backend_for(compile_options)
 
@@ -44,9 +44,9 @@ def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, An
             **kwargs: Any) -> Any:
     """Compile ``fn`` on ``args`` and report its kernels (name, target, source), the ATen ops that ran in
     eager (``.fallback_ops``) and the fusion groups; ``str()`` is a readable summary."""
-    from .frontend.torch_explain import explain as _explain
+    from .torch_explain import explain as _explain
     return _explain(fn, *args, compile_options=compile_options, **kwargs)
 
 
 if "torch._dynamo" in sys.modules:  # registering costs nothing once Dynamo is loaded
-    from .frontend import torch_backend as _torch_backend  # noqa: F401
+    from . import torch_backend as _torch_backend  # noqa: F401

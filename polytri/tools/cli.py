@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from .errors import PolytriError
+from ..errors import PolytriError
 
 
 def _verbosity(parser: argparse.ArgumentParser) -> None:
@@ -36,11 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .cli_compile import add_arguments as add_compile_arguments
     comp = sub.add_parser("compile", help="compile a program from a Python file; print its C, Triton, schedule, "
-                                          "dependences or IR", description=_first_paragraph("cli_compile"))
+                                          "dependences or IR", description=_first_paragraph("tools.cli_compile"))
     add_compile_arguments(comp)
     _verbosity(comp)
 
-    from .plot.command import add_arguments as add_plot_arguments
+    from ..plot.command import add_arguments as add_plot_arguments
     plot = sub.add_parser("plot", help="draw the iteration space with dependences and tiles, and the "
                                        "dependence graph, of a program from a Python file",
                           description=_first_paragraph("plot.command"))
@@ -63,7 +63,7 @@ def _first_paragraph(module: str) -> str:
 
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.version:
-        from . import __version__
+        from .. import __version__
         print(f"polytri {__version__}")
         return 0
     if args.command == "demo":
@@ -73,7 +73,7 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from .cli_compile import run as run_compile
         return run_compile(args)
     if args.command == "plot":
-        from .plot.command import run as run_plot
+        from ..plot.command import run as run_plot
         return run_plot(args)
     if args.command == "bench":
         from .bench import run as run_bench

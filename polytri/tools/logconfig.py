@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 
-from .errors import OptionError
+from ..errors import OptionError
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 FORMAT = "[%(relativeCreated)7.0f ms] %(name)s: %(message)s"

@@ -9,16 +9,16 @@ from typing import Any
 
 import numpy as np
 
-from .compiler import compile as pt_compile
-from .reference import reference
-from .suite import copy_args
+from ..compiler import compile as pt_compile
+from ..reference import reference
+from ..suite import copy_args
 
 #: (suite kernel, parameter values): sizes the pure-Python reference runs in a few seconds.
 SHOWCASE = (("gemm", {"NI": 64, "NJ": 64, "NK": 64}),
             ("jacobi_2d", {"T": 10, "N": 64}),
             ("blur", {"C": 3, "H": 64, "W": 64}))
 
-#: The sizes of DESIGN.md's reference table, for the compiled kernels alone.
+#: The reference sizes of docs/performance.md, for the compiled kernels alone.
 BENCH_SIZES = {"gemm": {"NI": 1024, "NJ": 1024, "NK": 1024},
                "jacobi_2d": {"T": 100, "N": 2000},
                "blur": {"C": 3, "H": 2048, "W": 2048}}
@@ -50,7 +50,7 @@ def _table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 def run_demo(show_source: bool = True, bench: bool = True) -> int:
     """Run the showcase; return 0 when every compiled kernel agrees with the reference."""
-    from .suite import KERNELS, make_args
+    from ..suite import KERNELS, make_args
 
     rows = []
     ok = True
@@ -85,7 +85,7 @@ def run_demo(show_source: bool = True, bench: bool = True) -> int:
             t = _median_time(k, args, 3)
             rows.append((name, _size(params), k.schedule_info.origin, f"{t * 1e3:.1f}",
                          f"{kern.flops(params) / t / 1e9:.2f}"))
-        print("the same kernels compiled at DESIGN.md's sizes (default schedule, not tiled yet):\n")
+        print("the same kernels compiled at the reference sizes (default schedule, not tiled yet):\n")
         _table(("kernel", "size", "schedule", "median ms", "GFLOP/s"), rows)
     if show_source and shown is not None:
         print(f"\ngenerated C for {shown.program.name} (helpers omitted):\n")
@@ -118,7 +118,7 @@ def run_torch_blur(size: int = 2048, repeat: int = 5) -> bool:
     except ImportError:  # pragma: no cover - torch is a dependency
         print("\n(torch is not installed: the PyTorch blur is skipped)")
         return True
-    from .jit import jit
+    from ..frontend.jit import jit
 
     img = torch.rand(3, size, size)
     expected = blur_torch(img)

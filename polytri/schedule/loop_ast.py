@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from .ir.expr import Binary, Call, Const, Expr, Unary, Var
-from .ir.program import Program
-from .schedule.dependences import Dependences
-from .schedule.schedule import Schedule, loop_is_parallel
+from ..ir.expr import Binary, Call, Const, Expr, Unary, Var
+from ..ir.program import Program
+from .dependences import Dependences
+from .schedule import Schedule, loop_is_parallel
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import logging
 import time
 from typing import Any
 
-from .errors import OptionError
+from ..errors import OptionError
 
 log = logging.getLogger("polytri.cli")
 
@@ -94,7 +94,7 @@ def parse_sections(items: list[str], target: str | None) -> tuple[list[str], str
 
 
 def _schedule_text(kernel: Any) -> str:
-    from .compiled import schedule_table
+    from ..runtime.compiled import schedule_table
     s = kernel.schedule_info
     names = [st.name for st in kernel.program.statements]
     lines = [f"schedule ({s.origin}):", f"  {s.map}", ""] + schedule_table(s, names)
@@ -106,7 +106,7 @@ def _schedule_text(kernel: Any) -> str:
 
 def render(kernel: Any, sections: list[str]) -> str:
     """The requested sections of a compiled kernel, with a header line each when there are several."""
-    from .ir.textform import program_to_text
+    from ..ir.textform import program_to_text
     texts = {
         "c": lambda: kernel.source,
         "triton": lambda: kernel.source,
@@ -123,7 +123,7 @@ def render(kernel: Any, sections: list[str]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Load, compile and print; a :class:`~polytri.errors.PolytriError` propagates to the caller."""
-    from .compiler import compile as pt_compile
+    from ..compiler import compile as pt_compile
     from .loader import entries, load_module, load_program, split_spec
 
     if args.list:

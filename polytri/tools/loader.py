@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from .errors import PolytriError
-from .frontend.kernel import Kernel
-from .ir.builder import ProgramBuilder, to_program
-from .ir.program import Program
+from ..errors import PolytriError
+from ..frontend.kernel import Kernel
+from ..ir.builder import ProgramBuilder, to_program
+from ..ir.program import Program
 
 log = logging.getLogger("polytri.cli")
 

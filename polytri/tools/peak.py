@@ -15,7 +15,7 @@ from functools import cache
 
 import numpy as np
 
-from .cpu_codegen.build import DEFAULT_FLAGS, build_library
+from ..cpu_codegen.build import DEFAULT_FLAGS, build_library
 
 
 def default_threads() -> int:

@@ -1,0 +1,220 @@
+"""A suite of PolyBench-style kernels written with the builder API.
+
+Each kernel is a function ``build_<name>() -> polytri.Program`` whose loop structure mirrors
+PolyBench/C 4.2 (plus a separable 5-tap image blur).  :data:`KERNELS` registers them with a category,
+small parameter values for tests, tiny ones for edge cases and an approximate flop count for benchmarks;
+:func:`make_args` creates well-conditioned inputs usable by both ``pt.reference`` and compiled kernels::
+
+    from polytri.suite import KERNELS, make_args
+    k = KERNELS["gemm"]
+    args = make_args(k, k.small)
+    pt.compile(k.build())(**args)
+
+Scalar temporaries of PolyBench (``w``, ``nrm``, ``temp2``...) live in arrays, since statements only
+assign array elements; loops that PolyBench runs downwards are written with a reversed iterator
+(``i = N - 1 - ii``).  Parameter names follow PolyBench, with ``T`` for ``TSTEPS``/``TMAX``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import polytri as pt
+
+from ..ir.affine import evaluate
+from ..ir.builder import to_program
+from ..ir.expr import Var, walk
+from .datamining import (
+    build_correlation,
+    build_covariance,
+)
+from .linalg import (
+    build_2mm,
+    build_3mm,
+    build_atax,
+    build_bicg,
+    build_cholesky,
+    build_doitgen,
+    build_gemm,
+    build_gemver,
+    build_gesummv,
+    build_gramschmidt,
+    build_lu,
+    build_ludcmp,
+    build_mvt,
+    build_symm,
+    build_syr2k,
+    build_syrk,
+    build_trisolv,
+    build_trmm,
+)
+from .stencils import (
+    build_blur,
+    build_fdtd_2d,
+    build_heat_3d,
+    build_jacobi_1d,
+    build_jacobi_2d,
+    build_seidel_2d,
+)
+
+#: The categories of the suite.
+CATEGORIES = ("linear-algebra", "solver", "stencil", "datamining")
+
+
+# ---------------------------------------------------------------------------------------------------
+# registry
+# ---------------------------------------------------------------------------------------------------
+Params = dict[str, int]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel of the suite."""
+
+    name: str
+    """Registry key (PolyBench's name, with ``_`` for ``-``)."""
+    build: Callable[[], pt.Program]
+    """Builds a fresh program."""
+    category: str
+    """One of :data:`CATEGORIES`."""
+    small: Params
+    """Small, odd, unequal parameter values for tests (a few thousand instances at most)."""
+    flops: Callable[[Params], float]
+    """Approximate floating-point operation count for given parameter values (for benchmarks)."""
+    tiny: Params = field(default_factory=dict)
+    """Degenerate parameter values (sizes 1 or 2, one time step) that still satisfy the assumptions."""
+
+
+def _k(name: str, build: Callable[[], pt.Program], category: str, small: Params, tiny: Params,
+       flops: Callable[[Params], float]) -> Kernel:
+    return Kernel(name, build, category, small, flops, tiny)
+
+
+_LIST = [
+    # linear algebra
+    _k("gemm", build_gemm, "linear-algebra", dict(NI=13, NJ=11, NK=9), dict(NI=1, NJ=2, NK=1),
+       lambda q: 2.0 * q["NI"] * q["NJ"] * q["NK"] + q["NI"] * q["NJ"]),
+    _k("2mm", build_2mm, "linear-algebra", dict(NI=9, NJ=11, NK=7, NL=13), dict(NI=1, NJ=2, NK=1, NL=2),
+       lambda q: 3.0 * q["NI"] * q["NJ"] * q["NK"] + q["NI"] * q["NL"] * (2.0 * q["NJ"] + 1)),
+    _k("3mm", build_3mm, "linear-algebra", dict(NI=9, NJ=11, NK=7, NL=13, NM=5), dict(NI=2, NJ=1, NK=2, NL=1, NM=2),
+       lambda q: 2.0 * (q["NI"] * q["NJ"] * q["NK"] + q["NJ"] * q["NL"] * q["NM"] + q["NI"] * q["NL"] * q["NJ"])),
+    _k("atax", build_atax, "linear-algebra", dict(M=13, N=11), dict(M=1, N=2),
+       lambda q: 4.0 * q["M"] * q["N"]),
+    _k("bicg", build_bicg, "linear-algebra", dict(M=11, N=13), dict(M=2, N=1),
+       lambda q: 4.0 * q["M"] * q["N"]),
+    _k("mvt", build_mvt, "linear-algebra", dict(N=15), dict(N=1),
+       lambda q: 4.0 * q["N"] ** 2),
+    _k("gemver", build_gemver, "linear-algebra", dict(N=13), dict(N=1),
+       lambda q: 10.0 * q["N"] ** 2 + q["N"]),
+    _k("gesummv", build_gesummv, "linear-algebra", dict(N=13), dict(N=1),
+       lambda q: 4.0 * q["N"] ** 2 + 3.0 * q["N"]),
+    _k("syrk", build_syrk, "linear-algebra", dict(M=11, N=13), dict(M=1, N=2),
+       lambda q: q["N"] * (q["N"] + 1) / 2 * (3.0 * q["M"] + 1)),
+    _k("syr2k", build_syr2k, "linear-algebra", dict(M=11, N=13), dict(M=2, N=1),
+       lambda q: q["N"] * (q["N"] + 1) / 2 * (6.0 * q["M"] + 1)),
+    _k("trmm", build_trmm, "linear-algebra", dict(M=13, N=11), dict(M=2, N=1),
+       lambda q: q["M"] * (q["M"] - 1) / 2 * 2.0 * q["N"] + q["M"] * q["N"]),
+    _k("symm", build_symm, "linear-algebra", dict(M=13, N=11), dict(M=2, N=1),
+       lambda q: q["M"] * (q["M"] - 1) / 2 * 5.0 * q["N"] + 6.0 * q["M"] * q["N"]),
+    _k("doitgen", build_doitgen, "linear-algebra", dict(NR=5, NQ=7, NP=9), dict(NR=1, NQ=2, NP=1),
+       lambda q: 2.0 * q["NR"] * q["NQ"] * q["NP"] ** 2),
+    # solvers and factorizations
+    _k("trisolv", build_trisolv, "solver", dict(N=15), dict(N=1),
+       lambda q: q["N"] ** 2 + q["N"]),
+    _k("lu", build_lu, "solver", dict(N=13), dict(N=2),
+       lambda q: 2.0 * q["N"] ** 3 / 3),
+    _k("ludcmp", build_ludcmp, "solver", dict(N=13), dict(N=1),
+       lambda q: 2.0 * q["N"] ** 3 / 3 + 2.0 * q["N"] ** 2),
+    _k("cholesky", build_cholesky, "solver", dict(N=13), dict(N=1),
+       lambda q: q["N"] ** 3 / 3.0),
+    _k("gramschmidt", build_gramschmidt, "solver", dict(M=13, N=11), dict(M=2, N=1),
+       lambda q: 2.0 * q["M"] * q["N"] ** 2 + 3.0 * q["M"] * q["N"]),
+    # stencils
+    _k("jacobi_1d", build_jacobi_1d, "stencil", dict(T=5, N=31), dict(T=1, N=2),
+       lambda q: 6.0 * q["T"] * max(q["N"] - 2, 0)),
+    _k("jacobi_2d", build_jacobi_2d, "stencil", dict(T=3, N=13), dict(T=1, N=2),
+       lambda q: 10.0 * q["T"] * max(q["N"] - 2, 0) ** 2),
+    _k("seidel_2d", build_seidel_2d, "stencil", dict(T=3, N=13), dict(T=1, N=1),
+       lambda q: 9.0 * q["T"] * max(q["N"] - 2, 0) ** 2),
+    _k("heat_3d", build_heat_3d, "stencil", dict(T=3, N=9), dict(T=1, N=3),
+       lambda q: 30.0 * q["T"] * max(q["N"] - 2, 0) ** 3),
+    _k("fdtd_2d", build_fdtd_2d, "stencil", dict(T=3, NX=11, NY=13), dict(T=1, NX=1, NY=2),
+       lambda q: q["T"] * (11.0 * q["NX"] * q["NY"])),
+    _k("blur", build_blur, "stencil", dict(C=3, H=15, W=17), dict(C=1, H=5, W=4),
+       lambda q: 9.0 * q["C"] * (q["H"] + max(q["H"] - 4, 0)) * max(q["W"] - 4, 0)),
+    # data mining
+    _k("covariance", build_covariance, "datamining", dict(M=11, N=13), dict(M=1, N=2),
+       lambda q: q["M"] * (q["M"] + 1) / 2 * 2.0 * q["N"] + 2.0 * q["M"] * q["N"]),
+    _k("correlation", build_correlation, "datamining", dict(M=11, N=13), dict(M=1, N=1),
+       lambda q: q["M"] * (q["M"] - 1) / 2 * 2.0 * q["N"] + 7.0 * q["M"] * q["N"]),
+]
+
+#: Every kernel of the suite, by name.
+KERNELS: dict[str, Kernel] = {k.name: k for k in _LIST}
+
+
+# ---------------------------------------------------------------------------------------------------
+# inputs
+# ---------------------------------------------------------------------------------------------------
+_SCALARS = {"alpha": 1.5, "beta": 1.2, "eps": 0.1}
+
+
+def _spd(rng: np.random.Generator, n: int) -> np.ndarray:
+    m = rng.uniform(-1.0, 1.0, (n, n))
+    return m @ m.T + n * np.eye(n)
+
+
+def _diag_dominant(rng: np.random.Generator, n: int) -> np.ndarray:
+    a = rng.uniform(-1.0, 1.0, (n, n))
+    return a + (n + 1.0) * np.eye(n)
+
+
+def copy_args(args: dict[str, Any]) -> dict[str, Any]:
+    """Fresh copies of the arrays of ``args`` (other values shared): one run's inputs."""
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+
+
+def make_args(kernel: Kernel | str, params: Params, seed: int = 0) -> dict[str, Any]:
+    """Keyword arguments for ``pt.reference`` and compiled kernels: random inputs, scalars, and the
+    parameters that cannot be inferred from array shapes (``T`` of most stencils)."""
+    if isinstance(kernel, str):
+        kernel = KERNELS[kernel]
+    prog = to_program(kernel.build())
+    missing = [q for q in prog.params if q not in params]
+    if missing:
+        raise ValueError(f"make_args({kernel.name}): missing parameter(s) {missing}")
+    rng = np.random.default_rng(seed)
+    args: dict[str, Any] = {}
+    in_shapes: set[str] = set()
+    for arr in prog.arrays:
+        shape = tuple(evaluate(e, params) for e in arr.shape)
+        for e in arr.shape:
+            in_shapes |= {n.name for n in walk(e) if isinstance(n, Var)}
+        args[arr.name] = rng.uniform(-1.0, 1.0, shape).astype(arr.dtype)
+    for sc in prog.scalars:
+        args[sc.name] = np.dtype(sc.dtype).type(_SCALARS[sc.name])
+    for q in prog.params:
+        if q not in in_shapes:
+            args[q] = int(params[q])
+    name = kernel.name
+    if name == "cholesky":
+        args["A"] = _spd(rng, params["N"])
+    elif name in ("lu", "ludcmp"):
+        args["A"] = _diag_dominant(rng, params["N"])
+    elif name == "trisolv":
+        n = params["N"]
+        args["L"] = rng.uniform(-1.0, 1.0, (n, n)) + (n + 1.0) * np.eye(n)
+    elif name == "gramschmidt":
+        m, n = params["M"], params["N"]
+        a = rng.uniform(-1.0, 1.0, (m, n))
+        a[: min(m, n), : min(m, n)] += 2.0 * np.eye(min(m, n))  # columns clearly independent
+        args["A"] = a
+    elif name == "correlation" and params["M"] > 1:
+        args["data"][:, 1] = 0.25  # a constant column: exercises the stddev <= eps guard
+    elif name == "blur":
+        args["img"] = rng.uniform(0.0, 1.0, args["img"].shape).astype(np.float32)
+    return args
