@@ -236,3 +236,27 @@ def test_help_lists_the_commands():
     for command in ("demo", "compile", "plot", "bench"):
         assert command in proc.stdout
     assert "POLYTRI_LOG" in proc.stdout
+
+
+@pytest.mark.cc
+def test_a_reader_that_closes_the_output_ends_the_command_with_one_line() -> None:
+    """``polytri compile ... | head -1``: no BrokenPipeError traceback, a non-zero status."""
+    env = {k: v for k, v in os.environ.items() if k != "POLYTRI_DEBUG"}
+    proc = subprocess.Popen([sys.executable, "-m", "polytri.tools.cli", "compile", str(EXAMPLES / "jacobi_1d.py"),
+                             "--show", "c"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader goes away before the command writes
+    err = proc.stderr.read().decode()
+    assert proc.wait() != 0
+    assert err.strip().splitlines() == ["polytri: output closed by the reader (broken pipe)"], err
+
+
+@pytest.mark.parametrize(("output", "message"), [
+    ("/nonexistent/dir/x.png", "the folder '/nonexistent/dir' does not exist"),
+    ("x.txt", "'txt' is not one matplotlib writes; use one of"),
+])
+def test_a_picture_that_cannot_be_written_is_one_line(tmp_path: Path, output: str, message: str) -> None:
+    proc = run_cli("plot", str(EXAMPLES / "jacobi_1d.py"), "-o", output, cwd=tmp_path)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr, proc.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 
 from ..errors import OptionError
 from ..schedule.pluto import FUSION_POLICIES
@@ -59,6 +60,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dpi", type=int, default=150, help="resolution of raster formats (default 150)")
 
 
+def _check_output(path: str) -> None:
+    """The picture can be written: a format matplotlib writes, in a folder that exists."""
+    from matplotlib.figure import Figure
+    formats = Figure().canvas.get_supported_filetypes()
+    suffix = os.path.splitext(path)[1].lstrip(".").lower()
+    if suffix not in formats:
+        raise OptionError(f"-o {path}: the picture's format is taken from its suffix, and {suffix or 'no suffix'!r} "
+                          f"is not one matplotlib writes; use one of {', '.join(sorted(formats))}")
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise OptionError(f"-o {path}: the folder {folder!r} does not exist")
+
+
 def run(args: argparse.Namespace) -> int:
     """Load the program, draw, save; print the path written."""
     import matplotlib
@@ -68,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.tile_size < 1:
         raise OptionError(f"--tile-size must be a positive integer, got {args.tile_size}")
+    _check_output(args.output)
     name, program = load_program(args.spec)
     options = dict(params=_pairs(args.param, "--param"), statement=args.statement,
                    axes=[a.strip() for a in args.axes.split(",")] if args.axes else None,

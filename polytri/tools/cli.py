@@ -1,7 +1,8 @@
 """The ``polytri`` command: ``demo``, ``compile``, ``plot``, ``bench``.
 
-Every error polytri raises on purpose (a :class:`~polytri.errors.PolytriError`) ends the command with
-its message on stderr and exit status 1, without a traceback (``POLYTRI_DEBUG=1`` shows it).
+Every error polytri raises on purpose (a :class:`~polytri.errors.PolytriError`), a file that cannot be
+read or written, and a reader that closes the output early end the command with one line on stderr and
+exit status 1, without a traceback (``POLYTRI_DEBUG=1`` shows it).
 """
 
 from __future__ import annotations
@@ -90,11 +91,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         configure(args.verbose)
         return _dispatch(args, parser)
-    except PolytriError as exc:
+    except BrokenPipeError:  # the reader went away (`polytri compile ... | head -1`): nothing more to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's final flush does not fail again
+        print("polytri: output closed by the reader (broken pipe)", file=sys.stderr)
+        return 1
+    except (PolytriError, OSError) as exc:
         if os.environ.get("POLYTRI_DEBUG", "") not in ("", "0"):
             raise
-        print(f"polytri: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"polytri: error: {_message(exc)}", file=sys.stderr)
         return 1
+
+
+def _message(exc: Exception) -> str:
+    """One line naming the problem: polytri's own errors with their class, the system's with the file."""
+    if isinstance(exc, OSError) and not isinstance(exc, PolytriError):
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror or exc}{where}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 if __name__ == "__main__":
