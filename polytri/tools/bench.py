@@ -292,9 +292,28 @@ def run_kernel(name: str, params: Params, repeat: int, threads: int | None = Non
     row = Row(name, dict(params), kern.category, dtype, kern.flops(params), moved(params) if moved else None)
     threads = threads or default_threads()
     args = make_args(kern, params)
-    arrays = [a.name for a in prog.arrays]
+    prepares = _compile_variants(name, prog, row, threads)
+    _check_variants(prepares, args, [a.name for a in prog.arrays], row)
+    samples: dict[str, list[float]] = {v: [] for v in prepares}
+    for _ in range(repeat):
+        for variant, prepare in prepares.items():
+            call = prepare(copy_args(args))
+            t0 = time.perf_counter()
+            call()
+            samples[variant].append(time.perf_counter() - t0)
+            del call
+    for variant in (*VARIANTS, LIBRARY):
+        row.times[variant] = statistics.median(samples[variant]) if samples.get(variant) else None
+    return row
 
-    prepares: dict[str, Callable[[dict[str, Any]], Callable[[], None]]] = {}
+
+Prepare = Callable[[dict[str, Any]], Callable[[], None]]
+
+
+def _compile_variants(name: str, prog: Any, row: Row, threads: int) -> dict[str, Prepare]:
+    """Each variant that compiles, as a function from fresh inputs to a call; failures and warnings go to
+    ``row``."""
+    prepares: dict[str, Prepare] = {}
     for variant, options in VARIANTS.items():
         try:
             with warnings.catch_warnings(record=True) as caught:
@@ -311,8 +330,12 @@ def run_kernel(name: str, params: Params, repeat: int, threads: int | None = Non
     if name in LIBRARY_EQUIVALENTS:
         row.library, prep = LIBRARY_EQUIVALENTS[name]
         prepares[LIBRARY] = partial(_prepare_library, prep, threads)
+    return prepares
 
-    # one untimed run each: warm-up (page faults, thread pools, torch's first call) and the check
+
+def _check_variants(prepares: dict[str, Prepare], args: dict[str, Any], arrays: list[str], row: Row) -> None:
+    """One untimed run of each variant: the warm-up (page faults, thread pools, torch's first call) and the
+    check against the naive C.  A variant that fails is dropped from ``prepares``."""
     reference: dict[str, Any] | None = None
     for variant, prepare in list(prepares.items()):
         fresh = copy_args(args)
@@ -331,19 +354,6 @@ def run_kernel(name: str, params: Params, repeat: int, threads: int | None = Non
         del fresh
     if reference is None and "naive" not in row.errors:
         row.errors["naive"] = "did not run"
-    del reference
-
-    samples: dict[str, list[float]] = {v: [] for v in prepares}
-    for _ in range(repeat):
-        for variant, prepare in prepares.items():
-            call = prepare(copy_args(args))
-            t0 = time.perf_counter()
-            call()
-            samples[variant].append(time.perf_counter() - t0)
-            del call
-    for variant in (*VARIANTS, LIBRARY):
-        row.times[variant] = statistics.median(samples[variant]) if samples.get(variant) else None
-    return row
 
 
 # -- printing -----------------------------------------------------------------------------------------

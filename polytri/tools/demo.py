@@ -39,22 +39,29 @@ def _size(params: dict[str, int]) -> str:
     return ", ".join(f"{p}={v}" for p, v in params.items())
 
 
-def _table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-    table = [head, *rows]
-    widths = [max(len(row[c]) for row in table) for c in range(len(head))]
-    for i, row in enumerate(table):
-        print("  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip())
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
+class _Table:
+    """A table printed row by row, each row as soon as its run is done (a run takes up to seconds)."""
+
+    def __init__(self, head: tuple[str, ...], widths: tuple[int, ...]):
+        self.widths = tuple(max(w, len(h)) for h, w in zip(head, widths))
+        self._line(head)
+        print("  ".join("-" * w for w in self.widths), flush=True)
+
+    def row(self, *cells: str) -> None:
+        self._line(cells)
+
+    def _line(self, cells: tuple[str, ...]) -> None:
+        print("  ".join(x.ljust(w) for x, w in zip(cells, self.widths)).rstrip(), flush=True)
 
 
 def run_demo(show_source: bool = True, bench: bool = True) -> int:
     """Run the showcase; return 0 when every compiled kernel agrees with the reference."""
     from ..suite import KERNELS, make_args
 
-    rows = []
     ok = True
     shown = None
+    print("polytri demo: the original order, through pt.reference and through the generated C\n")
+    table = _Table(("kernel", "size", "reference s", "compile s", "compiled ms", "agrees"), (10, 24, 0, 0, 0, 0))
     for name, params in SHOWCASE:
         kern = KERNELS[name]
         prog = kern.build()
@@ -70,23 +77,20 @@ def run_demo(show_source: bool = True, bench: bool = True) -> int:
         agree = all(np.allclose(cmp_args[a.name], ref_args[a.name], rtol=1e-4, atol=1e-5) for a in prog.arrays)
         ok &= agree
         t_run = _median_time(k, args, 5)
-        rows.append((name, _size(params), f"{t_ref:.3f}", f"{t_compile:.2f}", f"{t_run * 1e3:.3f}",
-                     "yes" if agree else "NO"))
+        table.row(name, _size(params), f"{t_ref:.3f}", f"{t_compile:.2f}", f"{t_run * 1e3:.3f}",
+                  "yes" if agree else "NO")
         shown = shown or k
-    print("polytri demo: the original order, through pt.reference and through the generated C\n")
-    _table(("kernel", "size", "reference s", "compile s", "compiled ms", "agrees"), rows)
     print("\n(compiled: median of 5 runs; compile time is short when the build is in the cache)\n")
     if bench:
-        rows = []
+        print("the same kernels compiled at the reference sizes (default schedule, not tiled yet):\n")
+        table = _Table(("kernel", "size", "schedule", "median ms", "GFLOP/s"), (10, 24, 8, 0, 0))
         for name, params in BENCH_SIZES.items():
             kern = KERNELS[name]
             k = pt_compile(kern.build(), target="cpu")
             args = make_args(kern, params)
             t = _median_time(k, args, 3)
-            rows.append((name, _size(params), k.schedule_info.origin, f"{t * 1e3:.1f}",
-                         f"{kern.flops(params) / t / 1e9:.2f}"))
-        print("the same kernels compiled at the reference sizes (default schedule, not tiled yet):\n")
-        _table(("kernel", "size", "schedule", "median ms", "GFLOP/s"), rows)
+            table.row(name, _size(params), k.schedule_info.origin, f"{t * 1e3:.1f}",
+                      f"{kern.flops(params) / t / 1e9:.2f}")
     if show_source and shown is not None:
         print(f"\ngenerated C for {shown.program.name} (helpers omitted):\n")
         src = shown.source
@@ -122,7 +126,9 @@ def run_torch_blur(size: int = 2048, repeat: int = 5) -> bool:
 
     img = torch.rand(3, size, size)
     expected = blur_torch(img)
-    rows, ok = [], True
+    ok, medians = True, {}
+    print(f"\nPyTorch: the separable blur (two conv2d, PolyBlocks' example) on a 3x{size}x{size} image\n")
+    table = _Table(("backend", "first call s", "median ms", "equals eager"), (8, 0, 0, 0))
     for name, make in (("eager", lambda: blur_torch), ("inductor", lambda: torch.compile(blur_torch)),
                        ("polytri", lambda: jit(blur_torch, compile_options={"target": "cpu"}))):
         torch._dynamo.reset()
@@ -137,11 +143,10 @@ def run_torch_blur(size: int = 2048, repeat: int = 5) -> bool:
             t0 = time.perf_counter()
             fn(img)
             times.append(time.perf_counter() - t0)
-        rows.append((name, f"{t_compile:.2f}" if name != "eager" else "-", f"{statistics.median(times) * 1e3:.1f}",
-                     "yes" if agree else "NO"))
-    base = {r[0]: float(r[2]) for r in rows}
-    print(f"\nPyTorch: the separable blur (two conv2d, PolyBlocks' example) on a 3x{size}x{size} image\n")
-    _table(("backend", "first call s", "median ms", "equals eager"), rows)
+        medians[name] = statistics.median(times) * 1e3
+        table.row(name, f"{t_compile:.2f}" if name != "eager" else "-", f"{medians[name]:.1f}",
+                  "yes" if agree else "NO")
+    base = medians
     print(f"\npolytri is {base['inductor'] / base['polytri']:.1f}x faster than Inductor and "
           f"{base['eager'] / base['polytri']:.1f}x faster than eager here (both convolutions in one statement).")
     return ok
