@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polytri as pt
@@ -254,8 +254,7 @@ def _inputs(rng: np.random.Generator) -> dict[str, Any]:
 
 
 @pytest.mark.cc
-@settings(derandomize=True, database=None, deadline=None, max_examples=40,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=40)
 @given(st.lists(exprs.filter(_acceptable), min_size=1, max_size=4))
 def test_compiled_agrees_with_reference_bit_for_bit(body: list[Expr]) -> None:
     p = pt.Program("fuzz", params=["N"])

@@ -14,16 +14,15 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import polytri as pt
-from polytri.testing import fuzz
 from polytri.errors import ParameterBoundsError
 from polytri.ir import to_program
 from polytri.ir.verify import check_bounds
+from polytri.testing import fuzz
 
-CI = {"derandomize": True, "database": None, "deadline": None, "suppress_health_check": list(HealthCheck)}
 SIZE_LISTS = st.lists(fuzz.SIZES, min_size=1, max_size=3)
 
 
@@ -34,14 +33,14 @@ def _check(spec: fuzz.ProgramSpec, sizes: list[dict[str, int]]) -> None:
 
 
 @pytest.mark.cc
-@settings(max_examples=12, **CI)
+@settings(max_examples=12)
 @given(fuzz.programs(), SIZE_LISTS)
 def test_random_programs_agree_with_the_reference(spec: fuzz.ProgramSpec, sizes: list[dict[str, int]]) -> None:
     _check(spec, [{**s, "N": max(s["N"], 1)} for s in sizes])
 
 
 @pytest.mark.cc
-@settings(max_examples=25, **CI)
+@settings(max_examples=25)
 @given(fuzz.programs(in_bounds=False), SIZE_LISTS)
 def test_random_bounds_are_checked_at_compile_or_call_time(spec: fuzz.ProgramSpec,
                                                            sizes: list[dict[str, int]]) -> None:
@@ -50,7 +49,7 @@ def test_random_bounds_are_checked_at_compile_or_call_time(spec: fuzz.ProgramSpe
 
 @pytest.mark.cc
 @pytest.mark.slow
-@settings(max_examples=300, **CI)
+@settings(max_examples=300)
 @given(fuzz.programs(), SIZE_LISTS)
 def test_random_programs_fuzz(spec: fuzz.ProgramSpec, sizes: list[dict[str, int]]) -> None:
     _check(spec, [{**s, "N": max(s["N"], 1)} for s in sizes])
@@ -58,7 +57,7 @@ def test_random_programs_fuzz(spec: fuzz.ProgramSpec, sizes: list[dict[str, int]
 
 @pytest.mark.cc
 @pytest.mark.slow
-@settings(max_examples=400, **CI)
+@settings(max_examples=400)
 @given(fuzz.programs(in_bounds=False), SIZE_LISTS)
 def test_random_bounds_fuzz(spec: fuzz.ProgramSpec, sizes: list[dict[str, int]]) -> None:
     _check(spec, sizes)
@@ -98,13 +97,13 @@ def test_the_generators_cover_the_features() -> None:
     seen: set[str] = set()
     verdicts: Counter[str] = Counter()
 
-    @settings(max_examples=60, **CI)
+    @settings(max_examples=60)
     @given(fuzz.programs())
     def collect(spec: fuzz.ProgramSpec) -> None:
         seen.update(_features(spec))
         spec.build()
 
-    @settings(max_examples=60, **CI)
+    @settings(max_examples=60)
     @given(fuzz.programs(in_bounds=False), fuzz.SIZES)
     def classify(spec: fuzz.ProgramSpec, sizes: dict[str, int]) -> None:
         try:

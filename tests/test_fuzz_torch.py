@@ -10,12 +10,10 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import polytri as pt
-
-CI = {"derandomize": True, "database": None, "deadline": None, "suppress_health_check": list(HealthCheck)}
 
 UNARY = {
     "exp": lambda x: torch.exp(torch.clamp(x, -5, 5)),
@@ -93,7 +91,7 @@ def _check(g: Graph, seed: int) -> None:
 
 
 @pytest.mark.cc
-@settings(max_examples=10, **CI)
+@settings(max_examples=10)
 @given(graphs(), st.integers(0, 2**16))
 def test_random_torch_graphs_equal_eager(g: Graph, seed: int) -> None:
     _check(g, seed)
@@ -101,7 +99,7 @@ def test_random_torch_graphs_equal_eager(g: Graph, seed: int) -> None:
 
 @pytest.mark.cc
 @pytest.mark.slow
-@settings(max_examples=400, **CI)
+@settings(max_examples=400)
 @given(graphs(), st.integers(0, 2**16))
 def test_random_torch_graphs_fuzz(g: Graph, seed: int) -> None:
     _check(g, seed)

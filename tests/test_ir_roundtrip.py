@@ -6,7 +6,7 @@ import math
 
 import islpy as isl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polytri as pt
@@ -32,9 +32,8 @@ SCOPE = Scope({"i": "iter", "j": "iter", "N": "param", "M": "param", "alpha": "s
 RANKS = {"A": 1, "B": 2}
 
 def deterministic(max_examples: int) -> settings:
-    """The CI profile: same examples on every run, nothing read from or written to a database."""
-    return settings(derandomize=True, database=None, deadline=None, max_examples=max_examples,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    """``max_examples`` examples under the shared profile (tests/conftest.py: deterministic, no database)."""
+    return settings(max_examples=max_examples)
 
 
 def strict_repr(e: object) -> str:
