@@ -35,6 +35,7 @@ from .ir.builder import to_program
 from .ir.program import Program
 from .ir.textform import program_to_text
 from .ir.verify import verify
+from .pipeline.decisions import Decision, records, under
 from .pipeline.options import CpuOptions, GpuOptions, option_table
 from .pipeline.stages import StageClock
 from .pipeline.target import Target, get_target, register_target, target_names
@@ -82,7 +83,7 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     return kernel
 
 
-def _generate_safely(tgt: Target, prog: Program, deps: Dependences, opts: dict[str, Any], fusion: list[str],
+def _generate_safely(tgt: Target, prog: Program, deps: Dependences, opts: dict[str, Any], fusion: list[Decision | str],
                      built: bool, clock: StageClock) -> Any:
     """:func:`_generate`, and on an internal error the same in the original order, with a warning."""
     try:
@@ -99,14 +100,15 @@ def _generate_safely(tgt: Target, prog: Program, deps: Dependences, opts: dict[s
         return _generate(tgt, prog, deps, {**opts, "schedule": "original"}, fusion, clock)
 
 
-def _generate(tgt: Target, prog: Program, deps: Dependences, opts: dict[str, Any], fusion: list[str],
+def _generate(tgt: Target, prog: Program, deps: Dependences, opts: dict[str, Any], fusion: list[Decision | str],
               clock: StageClock, built: bool = False) -> Any:
     """Schedule and generate ``prog``; ``built``: a rewrite (the online softmax) put the program in the order
     it should run."""
     with clock.stage("schedule") as out:
-        schedule, decisions, ast = tgt.schedule(prog, deps, opts, built=built)
-        out.append((schedule, decisions, ast))
-    decisions = [f"fusion: {d}" for d in fusion] + decisions + _loop_decisions(ast)
+        schedule, chosen, ast = tgt.schedule(prog, deps, opts, built=built)
+        out.append((schedule, chosen, ast))
+    decisions = ([under(d, "fusion", "fusion: ") for d in fusion] + records(chosen, "schedule")
+                 + _loop_decisions(ast))
 
     def dump(source: str) -> None:
         _dump(prog, deps, schedule, ast, source, suffix=tgt.source_suffix)
@@ -116,14 +118,16 @@ def _generate(tgt: Target, prog: Program, deps: Dependences, opts: dict[str, Any
     return out[0]
 
 
-def _loop_decisions(ast: Node) -> list[str]:
-    """One decision per loop of the AST: parallel, or which statements' dependence it carries."""
+def _loop_decisions(ast: Node) -> list[Decision]:
+    """One decision per loop of the AST: parallel, or carrying a dependence of the statements it runs."""
     out = []
     for n in walk(ast):
         if isinstance(n, For):
             what = "parallel" if n.parallel else "carries a dependence"
             stmts = sorted({r.statement for r in walk(n.body) if isinstance(r, Run)}, key=lambda s: (len(s), s))
-            out.append(f"loop {n.var} (time dimension {n.dim}) over {', '.join(stmts)}: {what}")
+            out.append(Decision("loops", "parallel" if n.parallel else "sequential", n.var,
+                                f"loop {n.var} (time dimension {n.dim}) over {', '.join(stmts)}: {what}",
+                                {"dim": n.dim, "statements": tuple(stmts)}))
     return out
 
 
@@ -134,7 +138,7 @@ def _check_temporaries(prog: Program, temps: tuple[str, ...]) -> None:
                           f"{prog.name!r}; its arrays: {', '.join(a.name for a in prog.arrays)}")
 
 
-def _rewrite(tgt: Target, prog: Program, opts: dict[str, Any]) -> tuple[Program, list[str], bool]:
+def _rewrite(tgt: Target, prog: Program, opts: dict[str, Any]) -> tuple[Program, list[Decision | str], bool]:
     """The target's rewrites (``Target.rewrite``), verified; an internal error leaves the program as it is,
     with a warning."""
     try:
@@ -145,11 +149,13 @@ def _rewrite(tgt: Target, prog: Program, opts: dict[str, Any]) -> tuple[Program,
         warnings.warn(f"polytri: internal error in the {tgt.rewrite_name} of {prog.name} ({type(exc).__name__}: "
                       f"{exc}); compiling the program as written", stacklevel=4)
         log.warning("%s: %s failed, program left as written", prog.name, tgt.rewrite_name, exc_info=True)
-        return prog, [f"{tgt.rewrite_name} not applied: internal error ({type(exc).__name__})"], False
+        return prog, [Decision("rewrite", "internal-error", prog.name,
+                               f"{tgt.rewrite_name} not applied: internal error ({type(exc).__name__})",
+                               {"error": type(exc).__name__})], False
     return rewritten, list(decisions), built
 
 
-def _inline_temporaries(tgt: Target, prog: Program, temps: tuple[str, ...]) -> tuple[Program, list[str]]:
+def _inline_temporaries(tgt: Target, prog: Program, temps: tuple[str, ...]) -> tuple[Program, list[Decision | str]]:
     """Recompute the producers of the arrays declared temporary (option ``temporaries``) where it pays at
     the target's balance; on targets that allow it also those reading finished arrays (:func:`.inline_producers`)."""
     if not temps:
@@ -158,7 +164,7 @@ def _inline_temporaries(tgt: Target, prog: Program, temps: tuple[str, ...]) -> t
                                           balance=tgt.balance)
     if inlined is not prog:
         verify(inlined)
-    return inlined, decisions
+    return inlined, list(decisions)
 
 
 def _dump(prog: Program, deps: Dependences, schedule: Schedule, ast: Node, source: str, suffix: str) -> None:

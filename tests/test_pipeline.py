@@ -100,3 +100,14 @@ def test_every_stage_is_timed_and_seen_by_the_hooks() -> None:
     assert [e.stage for e in seen] == stages == [name for name, _ in k.stage_times]
     assert seen[-1].value is k and all(e.program == "jacobi_1d" and e.seconds >= 0 for e in seen)
     assert "stages: verify " in k.explain()
+
+
+@pytest.mark.cc
+def test_decisions_are_records_with_the_sentences_explain_prints() -> None:
+    k = pt.compile(KERNELS["gemm"].build(), target="cpu")
+    recs = k.decision_records
+    assert [r.text for r in recs] == k.decisions
+    loops = [r for r in recs if r.stage == "loops"]
+    assert loops and {r.kind for r in loops} <= {"parallel", "sequential"}
+    assert all(r.subject == f"c{r.data['dim']}" and r.data["statements"] for r in loops)
+    assert any(r.kind == "parallel" for r in loops)  # gemm's rows

@@ -13,7 +13,7 @@ subclass registered with :func:`register_target`.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any, ClassVar
 
@@ -22,6 +22,7 @@ from ..ir.program import Program
 from ..schedule.dependences import Dependences
 from ..schedule.loop_ast import Node
 from ..schedule.schedule import Schedule
+from .decisions import Decision
 from .options import parse_options
 
 
@@ -50,7 +51,7 @@ class Target(abc.ABC):
         """The options merged with their defaults and checked (:class:`~polytri.errors.OptionError`)."""
         return asdict(parse_options(self.options_class, options, self.name))
 
-    def rewrite(self, program: Program, opts: dict[str, Any]) -> tuple[Program, list[str], bool]:
+    def rewrite(self, program: Program, opts: dict[str, Any]) -> tuple[Program, Sequence[Decision | str], bool]:
         """Rewrites of whole statement groups that pay on this target, before any other stage: the program,
         the decisions, and whether the rewrite built the loops in the order they should run (the
         scheduler then keeps it).  The default rewrites nothing."""
@@ -58,12 +59,12 @@ class Target(abc.ABC):
 
     @abc.abstractmethod
     def schedule(self, program: Program, deps: Dependences, opts: dict[str, Any], *, built: bool
-                 ) -> tuple[Schedule, list[str], Node]:
+                 ) -> tuple[Schedule, Sequence[Decision | str], Node]:
         """The schedule to generate code from, proved legal, with the decisions and its loop AST."""
 
     @abc.abstractmethod
     def generate(self, program: Program, deps: Dependences, schedule: Schedule, ast: Node, *,
-                 opts: dict[str, Any], decisions: list[str], scratch: frozenset[str],
+                 opts: dict[str, Any], decisions: list[Decision], scratch: frozenset[str],
                  dump: Callable[[str], None]) -> Any:
         """The compiled kernel of a scheduled program; ``dump(source)`` is called with the generated source
         as soon as it exists (before a build that may fail); ``scratch``: temporaries no read of which sees a

@@ -3,11 +3,13 @@ that produced it, and the part of ``explain()`` that describes them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import islpy as isl
 
 from ..ir.program import Program
+from ..pipeline.decisions import Decision, records
 from ..schedule.dependences import Dependences
 from ..schedule.schedule import Schedule
 
@@ -32,12 +34,12 @@ class CompiledKernel:
     :class:`~polytri.codegen_triton.kernel.TritonKernel`."""
 
     def __init__(self, program: Program, schedule: Schedule, deps: Dependences, options: dict[str, Any],
-                 decisions: list[str], target: str):
+                 decisions: Sequence[Decision | str], target: str):
         self.program = program
         self.options = dict(options)
         self.dependences = deps
         self._schedule = schedule
-        self._decisions = list(decisions)
+        self._decisions: list[Decision | str] = list(decisions)
         self._target = target
         self.stage_times: tuple[tuple[str, float], ...] = ()
         """Wall time of each stage of the compilation, in order (set by ``pt.compile``)."""
@@ -58,8 +60,14 @@ class CompiledKernel:
 
     @property
     def decisions(self) -> list[str]:
-        """Every decision of the compilation (schedule, fusion, parallel loops, launches), in order."""
-        return list(self._decisions)
+        """Every decision of the compilation (schedule, fusion, parallel loops, launches), in order, as the
+        sentences ``explain()`` prints."""
+        return [str(d) for d in self._decisions]
+
+    @property
+    def decision_records(self) -> list[Decision]:
+        """The same decisions as records (stage, kind, subject, sentence, data): what code should read."""
+        return records(self._decisions, "compile")
 
     def _stage_report(self) -> list[str]:
         """The compilation's stages and their times, one line."""
