@@ -3,6 +3,8 @@
 Products are an init statement and a multiply-accumulate statement.  A convolution whose reduction
 (input channels of a group x kernel window) is small and static is written as one statement with the
 window unrolled: no accumulation loop, every output element written once (the separable blur's case).
+Products and convolutions of 16-bit floats accumulate in float32 (:func:`.acc_dtype`), bias included, and
+are rounded once at the op's output, as oneDNN does.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import torch
 import torch.fx as fx
 
 from .torch_lower import SegmentLowering, register
-from .torch_values import Index, LoweringError, Val, array_val, broadcast, cast, literal
+from .torch_values import Index, LoweringError, Val, acc_dtype, array_val, broadcast, cast, literal, rounded
 
 #: Convolutions with at most this many terms per output element are unrolled into one statement.
 MAX_UNROLLED_TERMS = 32
@@ -30,10 +32,11 @@ def _rows_contiguous(v: Val) -> bool:
 
 def _packed_on_cpu(ctx: SegmentLowering, a: Val, b: Val, out: torch.dtype) -> bool:
     """Whether the CPU generator is expected to pack this product's panels, which read ``B`` in whatever
-    layout it has: a float32 or float64 product on the CPU under the default fusion policy, which gives it
-    a nest of its own.  Where it is not packed after all, ``B`` is read across rows: slower, still exact."""
+    layout it has: a product accumulating in float32 or float64 (16-bit factors are widened as they are
+    packed) on the CPU under the default fusion policy, which gives it a nest of its own.  Where it is not
+    packed after all, ``B`` is read across rows: slower, still exact."""
     return (ctx.target() == "cpu" and ctx.options.fuse in (None, "outer") and a.dtype == b.dtype == out
-            and out in (torch.float32, torch.float64))
+            and acc_dtype(out) in (torch.float32, torch.float64))
 
 
 def _on_tensor_cores(ctx: SegmentLowering, b: Val) -> bool:
@@ -47,7 +50,8 @@ def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val) -> Val:
     """``C[.., i, j] = sum_k A[.., i, k] * B[.., k, j]`` in the order (i, k, j): the innermost loop runs
     along rows of B and C; a B that is not stored row by row (a transposed weight) is copied first, except
     where the CPU's packed panels or the GPU's ``tl.dot`` tiles read it in place (measured on the CPU, MLP
-    256x512-1024-512: 5.5 -> 4.6 ms)."""
+    256x512-1024-512: 5.5 -> 4.6 ms).  ``C`` is the accumulator, of the accumulation type: the caller
+    rounds it to the output's."""
     shape, out = ctx.out(node)
     if not out.is_floating_point:
         raise LoweringError("integer matrix products run in eager")
@@ -55,42 +59,45 @@ def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val) -> Val:
     in_place = _rows_contiguous(b) or _packed_on_cpu(ctx, a, b, out) or _on_tensor_cores(ctx, b)
     b = ctx.readable(b, node.name + "_b") if in_place else ctx.stored(b, node.name + "_b")
     k = a.shape[-1]
-    name = ctx.temp(node.name, shape, out)
+    acc = acc_dtype(out)
+    name = ctx.temp(node.name, shape, acc)
     lead = len(shape) - 2
 
     def term(it: Index, r: Index) -> str:
-        x = cast(a.load(it[:lead] + (it[lead], it[lead + 1])), a.dtype, out)
-        y = cast(b.load(it[:lead] + (it[lead + 1], it[lead + 2])), b.dtype, out)
+        x = cast(a.load(it[:lead] + (it[lead], it[lead + 1])), a.dtype, acc)
+        y = cast(b.load(it[:lead] + (it[lead + 1], it[lead + 2])), b.dtype, acc)
         return f"{x} * {y}"
     ctx.emit(name, shape, lambda it, r: "0")
     loops = shape[:lead] + (shape[lead], k, shape[lead + 1])
     ctx.emit(name, loops, term, op="+=", index=lambda it: it[:lead] + (it[lead], it[lead + 2]))
-    return array_val(name, shape, out)
+    return array_val(name, shape, acc)
 
 
 @register("aten.mm.default", kind="reuse")
 def _mm(ctx: SegmentLowering, node: fx.Node) -> Val:
-    return _product(ctx, node, ctx.val(node.args[0]), ctx.val(node.args[1]))
+    return rounded(_product(ctx, node, ctx.val(node.args[0]), ctx.val(node.args[1])), ctx.out(node)[1])
 
 
 @register("aten.bmm.default", kind="reuse")
 def _bmm(ctx: SegmentLowering, node: fx.Node) -> Val:
-    return _product(ctx, node, ctx.val(node.args[0]), ctx.val(node.args[1]))
+    return rounded(_product(ctx, node, ctx.val(node.args[0]), ctx.val(node.args[1])), ctx.out(node)[1])
 
 
 @register("aten.mv.default", kind="reuse")
 def _mv(ctx: SegmentLowering, node: fx.Node) -> Val:
     a, x = ctx.readable(ctx.val(node.args[0]), node.name + "_a"), ctx.readable(ctx.val(node.args[1]), node.name + "_x")
     shape, out = ctx.out(node)
-    name = ctx.temp(node.name, shape, out)
+    acc = acc_dtype(out)
+    name = ctx.temp(node.name, shape, acc)
     ctx.emit(name, shape, lambda it, r: "0")
-    ctx.emit(name, shape, lambda it, r: f"{cast(a.load((it[0], r[0])), a.dtype, out)} * "
-                                       f"{cast(x.load((r[0],)), x.dtype, out)}", op="+=", red=(a.shape[1],))
-    return array_val(name, shape, out)
+    ctx.emit(name, shape, lambda it, r: f"{cast(a.load((it[0], r[0])), a.dtype, acc)} * "
+                                       f"{cast(x.load((r[0],)), x.dtype, acc)}", op="+=", red=(a.shape[1],))
+    return rounded(array_val(name, shape, acc), out)
 
 
 @register("aten.addmm.default", kind="reuse")
 def _addmm(ctx: SegmentLowering, node: fx.Node) -> Val:
+    """``beta * bias + alpha * A @ B``, the bias added to the accumulator before the one rounding."""
     bias = ctx.val(node.args[0])
     prod = _product(ctx, node, ctx.val(node.args[1]), ctx.val(node.args[2]))
     beta, alpha = node.kwargs.get("beta", 1), node.kwargs.get("alpha", 1)
@@ -99,11 +106,11 @@ def _addmm(ctx: SegmentLowering, node: fx.Node) -> Val:
 
     def load(idx: Index) -> str:
         p = prod.load(idx) if alpha == 1 else f"{literal(alpha)} * {prod.load(idx)}"
-        c = cast(bl(idx), bias.dtype, out)
+        c = cast(bl(idx), bias.dtype, prod.dtype)
         if beta == 0:
             return f"({p})"
         return f"({p} + {c})" if beta == 1 else f"({p} + {literal(beta)} * {c})"
-    return Val(shape, out, load, ops=bias.ops + 1)
+    return rounded(Val(shape, prod.dtype, load, ops=bias.ops + 1), out)
 
 
 @register("aten.convolution.default", kind="reuse")
@@ -115,6 +122,7 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
     if len(shape) != 4 or not out.is_floating_point:
         raise LoweringError("only 2-D floating-point convolutions are lowered")
     x, w = ctx.val(x_node), ctx.val(w_node)
+    acc = acc_dtype(out)
     bias = ctx.val(b_node) if isinstance(b_node, fx.Node) else None
     wmeta = w_node.meta["val"]  # type: ignore[union-attr]
     cin_g, kh, kw = (int(s) if not isinstance(s, torch.SymInt) else None for s in wmeta.shape[1:])
@@ -140,18 +148,18 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
 
     def term(it: Index, ci: str, ky: str, kx: str) -> str:
         idx, _, _ = coords(it, ci, ky, kx)
-        return f"{cast(x.load(idx), x.dtype, out)} * {cast(w.load((it[1], ci, ky, kx)), w.dtype, out)}"
+        return f"{cast(x.load(idx), x.dtype, acc)} * {cast(w.load((it[1], ci, ky, kx)), w.dtype, acc)}"
 
     bl = broadcast(bias, (shape[1],)) if bias is not None else None
-    start = (lambda it: cast(bl((it[1],)), bias.dtype, out)) if bl is not None and bias is not None else (lambda it: "0")
+    start = (lambda it: cast(bl((it[1],)), bias.dtype, acc)) if bl is not None and bias is not None else (lambda it: "0")
     if unroll:
         def unrolled(it: Index) -> str:
             parts = [term(it, str(c), str(a), str(b)) for c in range(cin_g) for a in range(kh) for b in range(kw)]
             total = " + ".join(parts)
             return f"({start(it)} + {total})" if bias is not None else f"({total})"
         # computed where it is read (the consumer stores it, or recomputes it if cheap enough)
-        return Val(shape, out, unrolled, ops=2 * terms + x.ops * terms + (bias.ops if bias else 0))
-    name = ctx.temp(node.name, shape, out)
+        return rounded(Val(shape, acc, unrolled, ops=2 * terms + x.ops * terms + (bias.ops if bias else 0)), out)
+    name = ctx.temp(node.name, shape, acc)
     ctx.emit(name, shape, lambda it, r: start(it))
     # loops (n, co, ci, ky, kx, y, x): the weight is invariant and x runs along rows of input and output
     guard: list[str] = []
@@ -161,4 +169,4 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
     loops = (shape[0], shape[1], str(cin_g), str(kh), str(kw), shape[2], shape[3])
     ctx.emit(name, loops, lambda it, r: term((it[0], it[1], it[5], it[6]), it[2], it[3], it[4]), op="+=",
              guard=guard, index=lambda it: (it[0], it[1], it[5], it[6]))
-    return array_val(name, shape, out)
+    return rounded(array_val(name, shape, acc), out)

@@ -1,4 +1,8 @@
-"""Elementwise ATen ops: broadcasting, PyTorch's type promotion, NaN-propagating min/max."""
+"""Elementwise ATen ops: broadcasting, PyTorch's type promotion, NaN-propagating min/max.
+
+An op on 16-bit floats computes in float32 and rounds once, at its output (:func:`.acc_dtype`), as ATen's
+kernels do: ``gelu`` of a bfloat16 tensor rounds its result, not each of its multiplications.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import torch
 import torch.fx as fx
 
 from .torch_lower import SegmentLowering, register
-from .torch_values import LoweringError, Val, broadcast, cast, literal
+from .torch_values import LoweringError, Val, acc_dtype, broadcast, cast, literal
 
 Fn = Callable[..., str]
 
@@ -25,9 +29,13 @@ def pointwise(ctx: SegmentLowering, node: fx.Node, fn: Fn, args: Sequence[Any], 
               compute: torch.dtype | None = None, result: torch.dtype | None = None,
               casts: Sequence[torch.dtype | None] = ()) -> Val:
     """An elementwise node: ``fn`` of the operand texts, each tensor cast to the compute dtype (the
-    output's unless given); ``result`` is the dtype ``fn`` yields (the compute dtype unless given)."""
+    output's unless given), then to that type's :func:`.acc_dtype`, which ``fn`` computes in; ``result``
+    is the dtype ``fn`` yields (the accumulation type of the compute dtype unless given).  A Python number
+    meeting 16-bit floats is rounded to their type first (the IR's rule for a weak operand, and eager's
+    for ``add`` and ``sub``), then widened."""
     shape, out = ctx.out(node)
     comp = compute or out
+    wide = acc_dtype(comp)
     loads: list[Callable[[tuple[str, ...]], str]] = []
     ops = 1
     for k, a in enumerate(args):
@@ -35,12 +43,14 @@ def pointwise(ctx: SegmentLowering, node: fx.Node, fn: Fn, args: Sequence[Any], 
             v = ctx.val(a)
             ld, dt = broadcast(v, shape), v.dtype
             to = (casts[k] if k < len(casts) else None) or comp
-            loads.append(lambda idx, ld=ld, dt=dt, to=to: cast(ld(idx), dt, to))
+            loads.append(lambda idx, ld=ld, dt=dt, to=to: cast(cast(ld(idx), dt, to), to, acc_dtype(to)))
             ops += v.ops
         else:
             text = literal(a)
+            if wide != comp:
+                text = cast(cast(text, torch.float64, comp), comp, wide)
             loads.append(lambda idx, text=text: text)
-    res = result or comp
+    res = result or wide
 
     def load(idx: tuple[str, ...]) -> str:
         return cast(fn(*(ld(idx) for ld in loads)), res, out)

@@ -2,6 +2,10 @@
 
 A reduction is an init statement and an accumulate statement over the output's domain times the reduced
 dimensions; normalizations are reductions followed by an elementwise value read where it is used.
+
+Sums, means, variances and normalizations of 16-bit floats accumulate, and keep their intermediates, in
+float32 (:func:`.acc_dtype`), rounded once at the op's output, as ATen does.  Maxima and minima are exact
+in any type: they run in the output's.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import torch.fx as fx
 
 from .torch_lower import SegmentLowering, register
 from .torch_ops_pointwise import nan_max, nan_min
-from .torch_values import Index, LoweringError, Val, array_val, cast
+from .torch_values import Index, LoweringError, Val, acc_dtype, array_val, cast, rounded
 
 
 def _dims(arg: Any, rank: int) -> list[int]:
@@ -45,7 +49,8 @@ def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], ke
                 ) -> None:
     """``name[kept...] = combine(name, x)`` over the reduced dims of ``v`` (after an init statement).
 
-    ``init`` maps "load of the first reduced element" to the initial value (``None``: 0)."""
+    ``init`` maps "load of the first reduced element" to the initial value (``None``: 0).  The elements
+    are converted to ``acc``, the type of ``name`` and of its partial results."""
     kept, index = _split(v, dims)
     shape = tuple(v.shape[d] for d in kept)
     red = tuple(v.shape[d] for d in dims)
@@ -77,6 +82,7 @@ def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], ke
 #: Reductions over a contiguous static dimension accumulate this many partial results side by side (one
 #: vector of the machine), so the accumulation loop carries no dependence and vectorizes (on the CPU
 #: target: Triton kernels reduce chunks with tl.sum / tl.max, and the online softmax matches the plain form).
+#: Keyed by the accumulator's type: float16 and bfloat16 sums accumulate in float32 and take its lanes.
 LANES = {torch.float32: 16, torch.float64: 8}
 
 #: Vectors of partial results when the dimension is long enough (a multiple of this many vectors, at
@@ -142,12 +148,13 @@ def _sum_like(ctx: SegmentLowering, node: fx.Node, mean: bool) -> Val:
     keepdim = bool(node.args[2]) if len(node.args) > 2 else bool(node.kwargs.get("keepdim", False))
     if mean and not out.is_floating_point:
         raise LoweringError("mean of integers runs in eager")
-    name = ctx.temp(node.name, shape, out)
-    reduce_into(ctx, name, v, dims, keepdim, init=None, combine=lambda a, b: f"{a} + {b}", acc=out)
+    acc = acc_dtype(out)
+    name = ctx.temp(node.name, shape, acc)
+    reduce_into(ctx, name, v, dims, keepdim, init=None, combine=lambda a, b: f"{a} + {b}", acc=acc)
     if mean:
         n = _count(v, dims)
         ctx.emit(name, shape, lambda it, r: f"{name}[{', '.join(it) or '0'}] / {n}")
-    return array_val(name, shape, out)
+    return rounded(array_val(name, shape, acc), out)
 
 
 @register("aten.sum.dim_IntList", "aten.sum.default", kind="reduce")
@@ -192,8 +199,8 @@ def _var(ctx: SegmentLowering, node: fx.Node) -> Val:
     corr = 1 if corr is None else corr
     n = _count(v, dims)
     denom = str(max(0, int(n) - corr)) if n.isdigit() else f"({n} - {corr})"
-    _, var = _moments(ctx, node.name, v, dims, out, denom)
-    return Val(shape, out, lambda it: var.load(_expand_kept(it, v.rank, dims, keepdim)))
+    _, var = _moments(ctx, node.name, v, dims, acc_dtype(out), denom)
+    return rounded(Val(shape, var.dtype, lambda it: var.load(_expand_kept(it, v.rank, dims, keepdim))), out)
 
 
 def _expand_kept(it: Index, rank: int, dims: Sequence[int], keepdim: bool) -> Index:
@@ -213,7 +220,7 @@ def _expand_kept(it: Index, rank: int, dims: Sequence[int], keepdim: bool) -> In
 def _moments(ctx: SegmentLowering, base: str, v: Val, dims: Sequence[int], dtype: torch.dtype,
              denom: str | None = None) -> tuple[Val, Val]:
     """Mean and variance (sum of squares over ``denom``, default the count) of ``v`` over ``dims``, in
-    arrays of the keepdim shape."""
+    arrays of the keepdim shape and type ``dtype`` (the accumulation type)."""
     kshape = tuple("1" if d in dims else v.shape[d] for d in range(v.rank))
     n = _count(v, dims)
     mname = ctx.temp(base + "_mean", kshape, dtype)
@@ -232,9 +239,10 @@ def _moments(ctx: SegmentLowering, base: str, v: Val, dims: Sequence[int], dtype
 
 def _softmax_parts(ctx: SegmentLowering, node: fx.Node, store_exp: bool = False
                    ) -> tuple[Val, Val, Val, int, torch.dtype]:
-    """Max, shifted input and exp-sum along the softmax dimension; with ``store_exp`` the exponentials are
-    stored once (an array instead of a second ``exp`` per element) and returned in place of the shifted
-    input."""
+    """Max, shifted input and exp-sum along the softmax dimension, all in the accumulation type (the
+    caller rounds its result to the output's type, also returned); with ``store_exp`` the exponentials
+    are stored once (an array instead of a second ``exp`` per element) and returned in place of the
+    shifted input."""
     v = ctx.val(node.args[0])
     _, out = ctx.out(node)
     dim = int(node.args[1])  # type: ignore[arg-type]
@@ -243,24 +251,25 @@ def _softmax_parts(ctx: SegmentLowering, node: fx.Node, store_exp: bool = False
         raise LoweringError("softmax of integers runs in eager")
     dims = [dim] if v.rank else []
     kshape = tuple("1" if d == dim else v.shape[d] for d in range(v.rank))
-    mname = ctx.temp(node.name + "_max", kshape, out)
-    reduce_into(ctx, mname, v, dims, True, init=lambda first: first, combine=nan_max, acc=out)
-    m = array_val(mname, kshape, out)
+    acc = acc_dtype(out)
+    mname = ctx.temp(node.name + "_max", kshape, acc)
+    reduce_into(ctx, mname, v, dims, True, init=lambda first: first, combine=nan_max, acc=acc)
+    m = array_val(mname, kshape, acc)
 
     def at(idx: Index) -> Index:
         return tuple("0" if d == dim else idx[d] for d in range(v.rank))
-    shifted = Val(v.shape, out, lambda idx: f"({cast(v.load(idx), v.dtype, out)} - {m.load(at(idx))})",
+    shifted = Val(v.shape, acc, lambda idx: f"({cast(v.load(idx), v.dtype, acc)} - {m.load(at(idx))})",
                   ops=v.ops + 1)
-    sname = ctx.temp(node.name + "_sum", kshape, out)
+    sname = ctx.temp(node.name + "_sum", kshape, acc)
     if store_exp:
-        ename = ctx.temp(node.name + "_exp", v.shape, out)
+        ename = ctx.temp(node.name + "_exp", v.shape, acc)
         ctx.emit(ename, v.shape, lambda it, r: f"exp({shifted.load(it)})")
-        shifted = array_val(ename, v.shape, out)
-        reduce_into(ctx, sname, shifted, dims, True, init=None, combine=lambda a, b: f"{a} + {b}", acc=out)
+        shifted = array_val(ename, v.shape, acc)
+        reduce_into(ctx, sname, shifted, dims, True, init=None, combine=lambda a, b: f"{a} + {b}", acc=acc)
     else:
-        reduce_into(ctx, sname, shifted, dims, True, init=None, combine=lambda a, b: f"{a} + {b}", acc=out,
+        reduce_into(ctx, sname, shifted, dims, True, init=None, combine=lambda a, b: f"{a} + {b}", acc=acc,
                     value=lambda t: f"exp({t})")
-    return shifted, array_val(sname, kshape, out), m, dim, out
+    return shifted, array_val(sname, kshape, acc), m, dim, out
 
 
 @register("aten._softmax.default", "aten.softmax.int", kind="reduce")
@@ -271,22 +280,26 @@ def _softmax(ctx: SegmentLowering, node: fx.Node) -> Val:
     attention's program in two (``MAX_STATEMENTS``)."""
     exps, s, _, dim, out = _softmax_parts(ctx, node, store_exp=True)
     rank = exps.rank
-    return Val(exps.shape, out, lambda idx: f"({exps.load(idx)} * (1 / "
-                                            f"{s.load(tuple('0' if d == dim else idx[d] for d in range(rank)))}))",
-               ops=2)
+
+    def load(idx: Index) -> str:
+        return f"({exps.load(idx)} * (1 / {s.load(tuple('0' if d == dim else idx[d] for d in range(rank)))}))"
+    return rounded(Val(exps.shape, exps.dtype, load, ops=2), out)
 
 
 @register("aten._log_softmax.default", "aten.log_softmax.int", kind="reduce")
 def _log_softmax(ctx: SegmentLowering, node: fx.Node) -> Val:
     shifted, s, _, dim, out = _softmax_parts(ctx, node)
     rank = shifted.rank
-    return Val(shifted.shape, out, lambda idx: f"({shifted.load(idx)} - "
-                                               f"log({s.load(tuple('0' if d == dim else idx[d] for d in range(rank)))}))",
-               ops=shifted.ops + 2)
+
+    def load(idx: Index) -> str:
+        return f"({shifted.load(idx)} - log({s.load(tuple('0' if d == dim else idx[d] for d in range(rank)))}))"
+    return rounded(Val(shifted.shape, shifted.dtype, load, ops=shifted.ops + 2), out)
 
 
 @register("aten.native_layer_norm.default", kind="reduce")
 def _layer_norm(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, Val, Val]:
+    """Normalized ``x`` (times the weight, plus the bias), mean and reciprocal standard deviation, each
+    computed in the accumulation type and rounded to the output's."""
     x = ctx.val(node.args[0])
     shape, out = ctx.out(node, 0)
     nshape = list(node.args[1])  # type: ignore[arg-type]
@@ -295,25 +308,27 @@ def _layer_norm(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, Val, Val]:
     if not out.is_floating_point or out != x.dtype:
         raise LoweringError("layer norm of this dtype runs in eager")
     dims = list(range(x.rank - len(nshape), x.rank))
-    mean, var = _moments(ctx, node.name, x, dims, out)
+    acc = acc_dtype(out)
+    mean, var = _moments(ctx, node.name, x, dims, acc)
     kshape = mean.shape
-    rname = ctx.temp(node.name + "_rstd", kshape, out)
+    rname = ctx.temp(node.name + "_rstd", kshape, acc)
     ctx.emit(rname, kshape, lambda it, r: f"1 / sqrt({var.load(it)} + {eps!r})")
-    rstd = array_val(rname, kshape, out)
+    rstd = array_val(rname, kshape, acc)
     wv = ctx.val(w) if isinstance(w, fx.Node) else None
     bv = ctx.val(b) if isinstance(b, fx.Node) else None
     off = x.rank - len(nshape)
 
     def load(idx: Index) -> str:
         k = tuple("0" if d in dims else idx[d] for d in range(x.rank))
-        e = f"({x.load(idx)} - {mean.load(k)}) * {rstd.load(k)}"
+        e = f"({cast(x.load(idx), x.dtype, acc)} - {mean.load(k)}) * {rstd.load(k)}"
         if wv is not None:
-            e = f"{e} * {wv.load(idx[off:])}"
+            e = f"{e} * {cast(wv.load(idx[off:]), wv.dtype, acc)}"
         if bv is not None:
-            e = f"{e} + {bv.load(idx[off:])}"
+            e = f"{e} + {cast(bv.load(idx[off:]), bv.dtype, acc)}"
         return f"({e})"
-    mshape, _ = ctx.out(node, 1)
-    return (Val(shape, out, load, ops=x.ops + 4), _reshaped(mean, mshape), _reshaped(rstd, mshape))
+    mshape, mtype = ctx.out(node, 1)
+    return (rounded(Val(shape, acc, load, ops=x.ops + 4), out), _reshaped(rounded(mean, mtype), mshape),
+            _reshaped(rounded(rstd, mtype), mshape))
 
 
 def _reshaped(v: Val, shape: tuple[str, ...]) -> Val:

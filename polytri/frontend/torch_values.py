@@ -67,6 +67,25 @@ def cast(text: str, src: torch.dtype, dst: torch.dtype) -> str:
     return f"{pt_dtype(dst)}({text})"
 
 
+def acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype an op on ``dtype`` values accumulates and computes its intermediates in: ``float32`` for
+    ``float16`` and ``bfloat16`` (ATen's *opmath* type: eager sums, normalizes and multiplies-accumulates
+    16-bit floats in float32 and rounds once, at the op's output), ``dtype`` itself otherwise.
+
+    The IR keeps its literal semantics (an operation on 16-bit floats rounds after each operation): it is
+    the lowering that declares float32 temporaries and casts to this type, and rounds the op's result
+    with :func:`rounded`."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def rounded(v: Val, dtype: torch.dtype) -> Val:
+    """``v`` (computed in :func:`acc_dtype`) converted to the op's output ``dtype`` where it is read: the one
+    rounding of an op on 16-bit floats.  ``v`` itself when the types agree."""
+    if v.dtype == dtype:
+        return v
+    return Val(v.shape, dtype, lambda idx: cast(v.load(idx), v.dtype, dtype), ops=v.ops + 1)
+
+
 def literal(value: Any) -> str:
     """A Python number as expression text (weakly typed, as in PyTorch)."""
     if isinstance(value, bool):
