@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -16,7 +16,8 @@ def _round_bf16(x: Any) -> np.float32:
     if np.isnan(np.float32(x)):
         return np.float32(x)
     bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
-    return bits.astype(np.uint32).view(np.float32)[()]
+    # indexing a 0-d array with () gives its numpy scalar; numpy's stubs type the result as an array
+    return cast(np.float32, bits.astype(np.uint32).view(np.float32)[()])
 
 
 def _round_f16(x: Any) -> np.float32:

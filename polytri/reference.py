@@ -195,10 +195,10 @@ def _statement_function(st: Statement, program: Program, typer: Typer) -> Callab
     src = (f"def run_{st.name}(_points, {', '.join(args)}):\n"
            f"    for {loop_var} in _points:\n"
            f"        {st.target.array}[{idx}] = {value}\n")
-    ns = dict(_ENV)
+    ns: dict[str, Any] = dict(_ENV)
     exec(compile(src, f"<polytri reference {program.name}.{st.name}>", "exec"), ns)
-    fn = ns[f"run_{st.name}"]
-    fn.source = src  # type: ignore[attr-defined]
+    fn = ns[f"run_{st.name}"]  # the function just defined by exec
+    fn.source = src
     return fn
 
 

@@ -114,7 +114,8 @@ def _char_col(line: str, byte_col: int) -> int:
 
 
 def _read_source(fn: Callable[..., Any], name: str) -> tuple[_Source, ast.FunctionDef]:
-    filename = inspect.getsourcefile(fn) or getattr(getattr(fn, "__code__", None), "co_filename", "<unknown>")
+    code_file: str = getattr(getattr(fn, "__code__", None), "co_filename", "<unknown>")
+    filename = inspect.getsourcefile(fn) or code_file
     try:
         lines, first = inspect.getsourcelines(fn)
     except (OSError, TypeError) as exc:
@@ -184,46 +185,69 @@ def _annotation(fn: Callable[..., Any], name: str, raw: Any, src: _Source, node:
                               f"{type(exc).__name__}: {exc}") from None
 
 
+#: One argument: its name, ``"array"``, ``"scalar"`` or ``"param"``, and its spec (an :class:`ArraySpec`
+#: for an array, the dtype name for a scalar, ``None`` for a parameter).
+_Argument = tuple[str, str, Any]
+
+_ANNOTATION_HELP = ("pt.f64[\"N\", ...] (or f32, f16, bf16, i8, i32, i64, bool_) for an array, int for a parameter, "
+                    "float or a bare element type (pt.f32) for a scalar")
+
+
+def _classify(ann: Any) -> tuple[str, Any] | None:
+    """``(kind, spec)`` of an evaluated annotation, ``None`` when it declares nothing polytri knows."""
+    if isinstance(ann, ArraySpec):
+        return "array", ann
+    if isinstance(ann, ArrayType):
+        return "scalar", ann.dtype
+    if ann is int:
+        return "param", None
+    if ann is float:
+        return "scalar", "float64"
+    if ann is bool:
+        return "scalar", "bool"
+    return None
+
+
+def _argument(fn: Callable[..., Any], src: _Source, par: inspect.Parameter, node: ast.AST) -> _Argument:
+    """What one parameter of the function declares, from its annotation."""
+    pname = par.name
+    if par.kind in (par.VAR_POSITIONAL, par.VAR_KEYWORD):
+        raise src.error(node, f"variadic argument {pname!r} is not supported")
+    if par.annotation is inspect.Parameter.empty:
+        raise src.error(node, f"argument {pname!r} needs an annotation: pt.f64[\"N\", ...] (or another element "
+                              f"type) for an array, int for a parameter, float for a scalar")
+    ann = _annotation(fn, pname, par.annotation, src, node)
+    found = _classify(ann)
+    if found is None:
+        raise src.error(node, f"argument {pname!r}: unsupported annotation {ann!r}; use {_ANNOTATION_HELP}")
+    return pname, found[0], found[1]
+
+
+def _implicit_params(kinds: list[_Argument]) -> list[str]:
+    """Names used in array shapes that are not arguments, in order of first use."""
+    names = {k[0] for k in kinds}
+    implicit: list[str] = []
+    for _, kind, spec in kinds:
+        if kind != "array":
+            continue
+        for entry in spec.shape:
+            for n in _shape_names(entry):
+                if n not in names and n not in implicit:
+                    implicit.append(n)
+    return implicit
+
+
 def _declare_arguments(fn: Callable[..., Any], src: _Source, fdef: ast.FunctionDef, name: str) -> tuple[ProgramBuilder, _Signature]:
+    """A builder with the function's arrays, scalars and parameters declared, and the call signature."""
     a = fdef.args
     nodes: dict[str, ast.arg] = {x.arg: x for x in a.posonlyargs + a.args + a.kwonlyargs}
     for star in (a.vararg, a.kwarg):
         if star is not None:
             raise src.error(star, f"variadic argument {star.arg!r} is not supported: declare every array, "
                                   f"scalar and parameter by name")
-    sig = inspect.signature(fn)
-    kinds: list[tuple[str, str, Any]] = []  # (name, "array"|"scalar"|"param", spec or dtype)
-    for pname, par in sig.parameters.items():
-        node = nodes.get(pname, fdef)
-        if par.kind in (par.VAR_POSITIONAL, par.VAR_KEYWORD):
-            raise src.error(node, f"variadic argument {pname!r} is not supported")
-        if par.annotation is inspect.Parameter.empty:
-            raise src.error(node, f"argument {pname!r} needs an annotation: pt.f64[\"N\", ...] (or another element "
-                                  f"type) for an array, int for a parameter, float for a scalar")
-        ann = _annotation(fn, pname, par.annotation, src, node)
-        if isinstance(ann, ArraySpec):
-            kinds.append((pname, "array", ann))
-        elif isinstance(ann, ArrayType):
-            kinds.append((pname, "scalar", ann.dtype))
-        elif ann is int:
-            kinds.append((pname, "param", None))
-        elif ann is float:
-            kinds.append((pname, "scalar", "float64"))
-        elif ann is bool:
-            kinds.append((pname, "scalar", "bool"))
-        else:
-            raise src.error(node, f"argument {pname!r}: unsupported annotation {ann!r}; use pt.f64[\"N\", ...] "
-                                  f"(or f32, f16, bf16, i8, i32, i64, bool_) for an array, int for a parameter, "
-                                  f"float or a bare element type (pt.f32) for a scalar")
-    names = {k[0] for k in kinds}
+    kinds = [_argument(fn, src, par, nodes.get(par.name, fdef)) for par in inspect.signature(fn).parameters.values()]
     params = [k[0] for k in kinds if k[1] == "param"]
-    implicit: list[str] = []
-    for _, kind, spec in kinds:
-        if kind == "array":
-            for entry in spec.shape:
-                for n in _shape_names(entry):
-                    if n not in names and n not in implicit:
-                        implicit.append(n)
+    implicit = _implicit_params(kinds)
     with _located(src, fdef):
         p = ProgramBuilder(name, params=params + implicit)
     for pname, kind, spec in kinds:
@@ -357,7 +381,8 @@ class _Translator:
         message = _UNSUPPORTED.get(type(s), f"{type(s).__name__} statements are not supported")
         raise self.fail(s, f"{message} ({_SUBSET})")
 
-    def for_(self, s: ast.For) -> None:
+    def range_call(self, s: ast.For) -> ast.Call:
+        """The loop's ``range(hi)`` / ``range(lo, hi)`` / ``range(lo, hi, 1)``, checked."""
         if not isinstance(s.target, ast.Name):
             raise self.fail(s.target, "the loop variable must be a single name, like `for i in range(N)`")
         it = s.iter
@@ -366,22 +391,31 @@ class _Translator:
         if it.keywords or not 1 <= len(it.args) <= 3 or any(isinstance(a, ast.Starred) for a in it.args):
             raise self.fail(it, "range() takes one to three positional arguments: range(hi), range(lo, hi)")
         if len(it.args) == 3:
-            step = it.args[2]
-            if not (isinstance(step, ast.Constant) and type(step.value) is int and step.value == 1):
-                raise self.fail(step, f"range() with a step ({self.src.segment(step)}) is not supported: loops "
-                                      f"step by 1; write `for i in range(lo, hi)` and index with an affine "
-                                      f"expression such as A[2 * i] or A[N - 1 - i] instead")
+            self.check_step(it.args[2])
         if s.orelse:
             raise self.fail(s.orelse[0], "'for ... else' is not supported")
+        return it
+
+    def check_step(self, step: ast.expr) -> None:
+        """Only a literal step of 1 is accepted."""
+        if not (isinstance(step, ast.Constant) and type(step.value) is int and step.value == 1):
+            raise self.fail(step, f"range() with a step ({self.src.segment(step)}) is not supported: loops "
+                                  f"step by 1; write `for i in range(lo, hi)` and index with an affine "
+                                  f"expression such as A[2 * i] or A[N - 1 - i] instead")
+
+    def bound(self, b: ast.expr | None) -> int | str:
+        """A loop bound for the builder: 0 when omitted, an int literal as is, else its (checked) text."""
+        if b is None:
+            return 0
+        self.check_names(b)
+        return b.value if isinstance(b, ast.Constant) and type(b.value) is int else self.text(b)
+
+    def for_(self, s: ast.For) -> None:
+        it = self.range_call(s)
+        assert isinstance(s.target, ast.Name)
         lo_node = it.args[0] if len(it.args) >= 2 else None
         hi_node = it.args[1] if len(it.args) >= 2 else it.args[0]
-        bounds: list[int | str] = []
-        for b in (lo_node, hi_node):
-            if b is None:
-                bounds.append(0)
-                continue
-            self.check_names(b)
-            bounds.append(b.value if isinstance(b, ast.Constant) and type(b.value) is int else self.text(b))
+        bounds = [self.bound(lo_node), self.bound(hi_node)]
         var = s.target.id
         if var in self.iters:  # Python would overwrite the outer variable for the rest of its body
             raise self.fail(s.target, f"loop iterator {var!r} clashes with the iterator of an enclosing loop; "
@@ -450,7 +484,8 @@ class _Translator:
 
 def translate(fn: Callable[..., Any], name: str | None = None) -> tuple[Program, _Signature]:
     """The program of a restricted Python function, and how its arguments map onto the program's."""
-    label = name or getattr(fn, "__name__", "kernel")
+    fn_name: str = getattr(fn, "__name__", "kernel")
+    label = name or fn_name
     src, fdef = _read_source(fn, label)
     builder, sig = _declare_arguments(fn, src, fdef, label)
     _Translator(fn, src, fdef, builder, sig).body(fdef.body)

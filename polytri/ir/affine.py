@@ -7,6 +7,9 @@ Loop bounds may also use ``min`` and ``max``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..errors import NotAffineError
 from .expr import Access, Binary, Call, Cast, Const, Expr, Unary, Var
 from .printer import expr_to_str
@@ -34,53 +37,89 @@ def const_value(e: Expr) -> int | None:
     return None
 
 
-def to_isl(e: Expr, *, what: str, allow_minmax: bool = False) -> str:
-    """isl text of an affine expression; :class:`NotAffineError` naming ``what`` otherwise."""
+class _IslWriter:
+    """Writes one affine expression in isl notation; every failure names the whole expression."""
 
-    def bad(reason: str) -> NotAffineError:
-        return NotAffineError(f"{what}: {expr_to_str(e)!s} is not affine: {reason}")
+    def __init__(self, whole: Expr, what: str, allow_minmax: bool):
+        self.whole = whole
+        self.what = what
+        self.allow_minmax = allow_minmax
 
-    def rec(n: Expr) -> str:
+    def bad(self, reason: str) -> NotAffineError:
+        """The error for the whole expression, with ``reason``."""
+        return NotAffineError(f"{self.what}: {expr_to_str(self.whole)!s} is not affine: {reason}")
+
+    def write(self, n: Expr) -> str:
+        """isl text of the sub-expression ``n``: integer constants folded, other nodes by kind."""
         c = const_value(n)
         if c is not None:
             return f"({c})"
-        if isinstance(n, Var):
-            if n.kind == "scalar":
-                raise bad(f"{n.name!r} is a run-time scalar, not a parameter or iterator")
-            return n.name
-        if isinstance(n, Const):
-            raise bad(f"the constant {expr_to_str(n)} is not an integer")
-        if isinstance(n, Access):
-            raise bad(f"it reads array {n.array!r} (indirect accesses are not affine)")
-        if isinstance(n, Cast):
-            raise bad("it contains a cast")
-        if isinstance(n, Unary):
-            return f"(-{rec(n.operand)})"
-        if isinstance(n, Binary):
-            if n.op in ("+", "-"):
-                return f"({rec(n.lhs)} {n.op} {rec(n.rhs)})"
-            if n.op == "*":
-                a, b = const_value(n.lhs), const_value(n.rhs)
-                if a is None and b is None:
-                    raise bad(f"{expr_to_str(n)} multiplies two non-constant terms")
-                if a is not None:
-                    return f"({a} * {rec(n.rhs)})"
-                return f"({b} * {rec(n.lhs)})"
-            if n.op in ("//", "%"):
-                d = const_value(n.rhs)
-                if d is None or d <= 0:
-                    raise bad(f"{expr_to_str(n)} divides by something other than a positive integer constant")
-                if n.op == "//":
-                    return f"floor(({rec(n.lhs)})/{d})"
-                return f"(({rec(n.lhs)}) mod {d})"
-            raise bad(f"operator {n.op!r} is not affine")
-        if isinstance(n, Call) and n.func in ("min", "max"):
-            if not allow_minmax:
-                raise bad(f"{n.func}() is only allowed in loop bounds")
-            return f"{n.func}({rec(n.args[0])}, {rec(n.args[1])})"
-        raise bad(f"{expr_to_str(n)} is not an affine term")
+        return _ISL_WRITERS.get(type(n), _IslWriter.other)(self, n)
 
-    return rec(e)
+    def var(self, n: Var) -> str:
+        if n.kind == "scalar":
+            raise self.bad(f"{n.name!r} is a run-time scalar, not a parameter or iterator")
+        return n.name
+
+    def const(self, n: Const) -> str:
+        raise self.bad(f"the constant {expr_to_str(n)} is not an integer")
+
+    def access(self, n: Access) -> str:
+        raise self.bad(f"it reads array {n.array!r} (indirect accesses are not affine)")
+
+    def cast(self, n: Cast) -> str:
+        raise self.bad("it contains a cast")
+
+    def unary(self, n: Unary) -> str:
+        return f"(-{self.write(n.operand)})"
+
+    def binary(self, n: Binary) -> str:
+        if n.op in ("+", "-"):
+            return f"({self.write(n.lhs)} {n.op} {self.write(n.rhs)})"
+        if n.op == "*":
+            return self.product(n)
+        if n.op in ("//", "%"):
+            return self.division(n)
+        raise self.bad(f"operator {n.op!r} is not affine")
+
+    def product(self, n: Binary) -> str:
+        """``c * x`` or ``x * c`` with ``c`` an integer constant, written ``(c * x)``."""
+        a, b = const_value(n.lhs), const_value(n.rhs)
+        if a is not None:
+            return f"({a} * {self.write(n.rhs)})"
+        if b is not None:
+            return f"({b} * {self.write(n.lhs)})"
+        raise self.bad(f"{expr_to_str(n)} multiplies two non-constant terms")
+
+    def division(self, n: Binary) -> str:
+        """``x // d`` or ``x % d`` with ``d`` a positive integer constant."""
+        d = const_value(n.rhs)
+        if d is None or d <= 0:
+            raise self.bad(f"{expr_to_str(n)} divides by something other than a positive integer constant")
+        if n.op == "//":
+            return f"floor(({self.write(n.lhs)})/{d})"
+        return f"(({self.write(n.lhs)}) mod {d})"
+
+    def other(self, n: Expr) -> str:
+        raise self.bad(f"{expr_to_str(n)} is not an affine term")
+
+    def call(self, n: Call) -> str:
+        if n.func not in ("min", "max"):
+            return self.other(n)
+        if not self.allow_minmax:
+            raise self.bad(f"{n.func}() is only allowed in loop bounds")
+        return f"{n.func}({self.write(n.args[0])}, {self.write(n.args[1])})"
+
+
+_ISL_WRITERS: dict[type, Callable[[_IslWriter, Any], str]] = {
+    Var: _IslWriter.var, Const: _IslWriter.const, Access: _IslWriter.access, Cast: _IslWriter.cast,
+    Unary: _IslWriter.unary, Binary: _IslWriter.binary, Call: _IslWriter.call,
+}
+
+
+def to_isl(e: Expr, *, what: str, allow_minmax: bool = False) -> str:
+    """isl text of an affine expression; :class:`NotAffineError` naming ``what`` otherwise."""
+    return _IslWriter(e, what, allow_minmax).write(e)
 
 
 def condition_to_isl(e: Expr, *, what: str) -> str:

@@ -42,39 +42,65 @@ class ContractionForm:
     """Position of ``a``'s subscript in the target."""
 
 
+def _update_term(value: Expr, target: Access) -> tuple[str, Expr] | None:
+    """``(op, term)`` when ``value`` is ``target op term`` (``+`` or ``-``) or ``term + target``."""
+    if isinstance(value, Binary) and value.op in ("+", "-") and value.lhs == target:
+        return value.op, value.rhs
+    if isinstance(value, Binary) and value.op == "+" and value.rhs == target:
+        return "+", value.lhs
+    return None
+
+
+class _Roles:
+    """Iterator roles in a statement's target subscripts."""
+
+    def __init__(self, st: Statement, target: Access):
+        self.iterators = set(st.iterators)
+        self.target = target
+
+    def plain(self, e: Expr) -> str | None:
+        """The iterator ``e`` is, when it is a plain iterator of the statement."""
+        return e.name if isinstance(e, Var) and e.kind == "iter" and e.name in self.iterators else None
+
+    def row_candidates(self, it_b: str, right: Expr) -> list[int]:
+        """Positions of the target's subscripts (the last excepted) that are plain iterators other than
+        ``it_b`` and that ``right`` does not use."""
+        uses_r = var_names(right, "iter")
+        index = self.target.index
+        return [p for p in range(len(index) - 1)
+                if self.plain(index[p]) not in (None, it_b) and self.plain(index[p]) not in uses_r]
+
+
+def _factors(term: Binary, roles: _Roles, it_b: str) -> tuple[Expr, Expr, list[int]] | None:
+    """``(left, right, rows)``: the first order of ``term``'s factors where ``left`` does not use
+    ``it_b`` and some subscript of the target can be the rows."""
+    for left, right in ((term.lhs, term.rhs), (term.rhs, term.lhs)):
+        if it_b in var_names(left, "iter"):
+            continue
+        rows = roles.row_candidates(it_b, right)
+        if rows:
+            return left, right, rows
+    return None
+
+
 def contraction_form(st: Statement) -> ContractionForm | None:
     """The contraction roles of ``st``, or ``None`` when it is not of that form."""
     target = st.target
     if not isinstance(target, Access) or len(target.index) < 2:
         return None
-    its = set(st.iterators)
-
-    def plain(e: Expr) -> str | None:
-        return e.name if isinstance(e, Var) and e.kind == "iter" and e.name in its else None
-
-    it_b = plain(target.index[-1])
-    if it_b is None:
+    roles = _Roles(st, target)
+    it_b = roles.plain(target.index[-1])
+    update = _update_term(st.value, target)
+    if it_b is None or update is None:
         return None
-    value = st.value
-    if isinstance(value, Binary) and value.op in ("+", "-") and value.lhs == target:
-        op, term = value.op, value.rhs
-    elif isinstance(value, Binary) and value.op == "+" and value.rhs == target:
-        op, term = "+", value.lhs
-    else:
-        return None
+    op, term = update
     if not (isinstance(term, Binary) and term.op == "*"):
         return None
-    for left, right in ((term.lhs, term.rhs), (term.rhs, term.lhs)):
-        if it_b in var_names(left, "iter"):
-            continue
-        uses_r = var_names(right, "iter")
-        rows = [p for p in range(len(target.index) - 1)
-                if plain(target.index[p]) not in (None, it_b) and plain(target.index[p]) not in uses_r]
-        if rows:
-            break
-    else:
+    found = _factors(term, roles, it_b)
+    if found is None:
         return None
-    it_a = plain(target.index[rows[-1]])
+    left, right, rows = found
+    it_a = roles.plain(target.index[rows[-1]])
     assert it_a is not None
     others = [s for p, s in enumerate(target.index[:-1]) if p != rows[-1]]
     if any(var_names(s, "iter") & {it_a, it_b} for s in others):

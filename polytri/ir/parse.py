@@ -7,9 +7,9 @@ the tokenizing; this module checks the subset and resolves names.  Errors show t
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .. import dtypes
 from ..errors import NameResolutionError, ParseError, caret
@@ -60,38 +60,41 @@ class _Converter:
         return cls(f"{self.what}: {message}\n{caret(self.text, col, width=width)}")
 
     def expr(self, node: ast.expr) -> Expr:
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, (bool, int, float)):
-                return Const(node.value)
-            raise self.fail(node, f"unsupported literal {node.value!r}")
-        if isinstance(node, ast.Name):
-            return self.name(node)
-        if isinstance(node, ast.Subscript):
-            return self.access(node)
-        if isinstance(node, ast.UnaryOp):
-            operand = self.expr(node.operand)
-            if isinstance(node.op, ast.USub):
-                if isinstance(operand, Const) and not isinstance(operand.value, bool):
-                    return Const(-operand.value)
-                return Unary("-", operand)
-            if isinstance(node.op, ast.UAdd):
-                return operand
-            raise self.fail(node, "unsupported unary operator (only - and + are allowed)")
-        if isinstance(node, ast.BinOp):
-            op = _BINOPS.get(type(node.op))
-            if op is None:
-                raise self.fail(node, f"unsupported operator {type(node.op).__name__}")
-            return Binary(op, self.expr(node.left), self.expr(node.right))
-        if isinstance(node, ast.Compare):
-            if len(node.ops) != 1:
-                raise self.fail(node, "chained comparisons are not supported; use where() or split them")
-            op = _CMPOPS.get(type(node.ops[0]))
-            if op is None:
-                raise self.fail(node, f"unsupported comparison {type(node.ops[0]).__name__}")
-            return Binary(op, self.expr(node.left), self.expr(node.comparators[0]))
-        if isinstance(node, ast.Call):
-            return self.call(node)
-        raise self.fail(node, f"unsupported syntax ({type(node).__name__})")
+        """The expression tree of ``node``, by the kind of Python syntax it is."""
+        convert = _CONVERTERS.get(type(node))
+        if convert is None:
+            raise self.fail(node, f"unsupported syntax ({type(node).__name__})")
+        return convert(self, node)
+
+    def constant(self, node: ast.Constant) -> Expr:
+        if isinstance(node.value, (bool, int, float)):
+            return Const(node.value)
+        raise self.fail(node, f"unsupported literal {node.value!r}")
+
+    def unary(self, node: ast.UnaryOp) -> Expr:
+        """``-x`` (folded into the constant when ``x`` is a number) or ``+x`` (just ``x``)."""
+        operand = self.expr(node.operand)
+        if isinstance(node.op, ast.USub):
+            if isinstance(operand, Const) and not isinstance(operand.value, bool):
+                return Const(-operand.value)
+            return Unary("-", operand)
+        if isinstance(node.op, ast.UAdd):
+            return operand
+        raise self.fail(node, "unsupported unary operator (only - and + are allowed)")
+
+    def binary(self, node: ast.BinOp) -> Expr:
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise self.fail(node, f"unsupported operator {type(node.op).__name__}")
+        return Binary(op, self.expr(node.left), self.expr(node.right))
+
+    def compare(self, node: ast.Compare) -> Expr:
+        if len(node.ops) != 1:
+            raise self.fail(node, "chained comparisons are not supported; use where() or split them")
+        op = _CMPOPS.get(type(node.ops[0]))
+        if op is None:
+            raise self.fail(node, f"unsupported comparison {type(node.ops[0]).__name__}")
+        return Binary(op, self.expr(node.left), self.expr(node.comparators[0]))
 
     def name(self, node: ast.Name) -> Expr:
         kind = self.scope.names.get(node.id)
@@ -136,6 +139,13 @@ class _Converter:
         if len(args) != FUNCTIONS[fname]:
             raise self.fail(node, f"{fname}() takes {FUNCTIONS[fname]} argument(s), got {len(args)}")
         return Call(fname, args)
+
+
+_CONVERTERS: dict[type, Callable[[_Converter, Any], Expr]] = {
+    ast.Constant: _Converter.constant, ast.Name: _Converter.name, ast.Subscript: _Converter.access,
+    ast.UnaryOp: _Converter.unary, ast.BinOp: _Converter.binary, ast.Compare: _Converter.compare,
+    ast.Call: _Converter.call,
+}
 
 
 def _parse_python(text: str, mode: str, what: str) -> ast.AST:

@@ -18,20 +18,15 @@ def _params_text(params: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-def draw_space(data: SpaceData, ax: Any) -> None:
-    """Points, dependence arrows, tile outlines and execution numbers of a slice, into ``ax``."""
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import FancyArrowPatch, Patch, Polygon
-    from matplotlib.ticker import MaxNLocator
+def _draw_space_marks(data: SpaceData, ax: Any) -> None:
+    """Tile polygons, points, dependence arrows, then tile numbers (or, untiled, each point's number)."""
+    from matplotlib.patches import FancyArrowPatch, Polygon
 
-    xs = [p[0] for p in data.points]
-    ys = [p[1] for p in data.points]
-    handles: list[Any] = []
     for tile in data.tiles:
         colour = TILE_COLORS[(tile.wave - 1) % len(TILE_COLORS)]
         ax.add_patch(Polygon(tile.polygon, closed=True, facecolor=colour, edgecolor="#333333",
                              linewidth=1.4, alpha=0.55, zorder=1, joinstyle="round"))
-    ax.scatter(xs, ys, s=14, color="black", zorder=3)
+    ax.scatter([p[0] for p in data.points], [p[1] for p in data.points], s=14, color="black", zorder=3)
     for arrow in data.arrows:
         style = "--" if arrow.via else "-"
         ax.add_patch(FancyArrowPatch(arrow.source, arrow.target, arrowstyle="-|>", mutation_scale=9,
@@ -47,19 +42,36 @@ def draw_space(data: SpaceData, ax: Any) -> None:
         for p in data.points:
             ax.annotate(str(order[p]), p, xytext=(3, 3), textcoords="offset points", fontsize=7, zorder=4,
                         color="#333333")
+
+
+def _space_legend(data: SpaceData) -> list[Any]:
+    """Legend entries: one per dependence kind drawn, then the tiles (and waves) or the instances."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles: list[Any] = []
     kinds = sorted({(a.kind, a.via is not None) for a in data.arrows})
     for kind, via in kinds:
         label = f"{kind} dependence" + (" through another statement" if via else "")
         handles.append(Line2D([], [], color=KIND_COLORS[kind], linestyle="--" if via else "-", label=label))
-    if data.tiles:
-        what = "tile, numbered in execution order"
-        handles.append(Patch(facecolor=TILE_COLORS[0], edgecolor="#333333", alpha=0.55, label=what))
-        if data.waves:
-            handles.append(Patch(facecolor=TILE_COLORS[0], edgecolor="#333333", alpha=0.55, hatch="",
-                                 label="one colour: one wave of tiles that may run in parallel"))
-    else:
+    if not data.tiles:
         handles.append(Line2D([], [], color="black", marker="o", linestyle="", markersize=4,
                               label="instance, numbered in execution order"))
+        return handles
+    what = "tile, numbered in execution order"
+    handles.append(Patch(facecolor=TILE_COLORS[0], edgecolor="#333333", alpha=0.55, label=what))
+    if data.waves:
+        handles.append(Patch(facecolor=TILE_COLORS[0], edgecolor="#333333", alpha=0.55, hatch="",
+                             label="one colour: one wave of tiles that may run in parallel"))
+    return handles
+
+
+def _space_axes(data: SpaceData, ax: Any) -> None:
+    """Axis labels, integer ticks, equal aspect, limits around the points and the grid."""
+    from matplotlib.ticker import MaxNLocator
+
+    xs = [p[0] for p in data.points]
+    ys = [p[1] for p in data.points]
     x_it, y_it = data.axes
     ax.set_xlabel(f"{x_it} (inner iterator)" if y_it else x_it)
     ax.set_ylabel(f"{y_it} (outer iterator)" if y_it else "")
@@ -72,13 +84,25 @@ def draw_space(data: SpaceData, ax: Any) -> None:
     ax.set_ylim(min(ys) - 0.8, max(ys) + 0.8)
     ax.grid(True, color="#e4e4e4", linewidth=0.6, zorder=0)
     ax.set_axisbelow(True)
+
+
+def _space_title(data: SpaceData) -> str:
+    """Program, statement instance (fixed iterators shown with their value), parameters and schedule."""
     st = data.statement
     its = ", ".join(f"{i}={data.fixed[i]}" if i in data.fixed else i for i in st.iterators)
     sched = data.schedule.origin
     if data.tile_size:
         sched += f", tile size {data.tile_size}"
-    ax.set_title(f"{data.program}: {st.name}[{its}]   ({_params_text(data.params)})\n"
-                 f"{st.name}: {st.text()}\nschedule: {sched}", fontsize=10)
+    return (f"{data.program}: {st.name}[{its}]   ({_params_text(data.params)})\n"
+            f"{st.name}: {st.text()}\nschedule: {sched}")
+
+
+def draw_space(data: SpaceData, ax: Any) -> None:
+    """Points, dependence arrows, tile outlines and execution numbers of a slice, into ``ax``."""
+    _draw_space_marks(data, ax)
+    handles = _space_legend(data)
+    _space_axes(data, ax)
+    ax.set_title(_space_title(data), fontsize=10)
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=1, fontsize=8,
               frameon=False)
 

@@ -15,6 +15,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import ArgumentError, TypeCheckError
 from ..ir.affine import evaluate, linear
+from ..ir.expr import Expr
 from ..ir.islutil import fix_params
 from ..ir.printer import expr_to_str
 from ..ir.program import Program
@@ -100,66 +101,101 @@ def _check_strides(program: Program, name: str, value: Any) -> None:
         span = st * (n - 1) + span
 
 
-def _check_array(program: Program, name: str, value: Any) -> None:
-    arr = program.array(name)
+def _check_array_object(program: Program, name: str, value: Any, rank: int) -> None:
+    """A numpy array (not masked, native byte order) or a torch tensor, of the declared rank."""
     if not (isinstance(value, np.ndarray) or is_torch_tensor(value)):
         raise ArgumentError(f"{program.name}: argument {name!r} must be a numpy array or a torch tensor, "
                             f"got {type(value).__name__}")
     if isinstance(value, np.ma.MaskedArray):
         raise ArgumentError(f"{program.name}: array {name!r} is a masked array; polytri would ignore its "
                             f"mask: pass its .data or .filled() values")
-    if len(value.shape) != arr.rank:
-        raise ArgumentError(f"{program.name}: array {name!r} is declared with rank {arr.rank} but the argument "
+    if len(value.shape) != rank:
+        raise ArgumentError(f"{program.name}: array {name!r} is declared with rank {rank} but the argument "
                             f"has shape {tuple(value.shape)}")
     if isinstance(value, np.ndarray) and value.dtype.byteorder not in "=|":
         raise ArgumentError(f"{program.name}: array {name!r} has non-native byte order ({value.dtype.str}); "
                             f"pass x.astype(x.dtype.newbyteorder('='))")
+
+
+def _check_array_dtype(program: Program, name: str, value: Any, declared: str) -> None:
+    """The array's element type is the declared one."""
     try:
         got = dtypes.of_array(value)
     except TypeCheckError as exc:
-        raise ArgumentError(f"{program.name}: array {name!r} is declared {arr.dtype}, but: {exc}") from None
-    if got.name != arr.dtype:
-        raise ArgumentError(f"{program.name}: array {name!r} is declared {arr.dtype} but the argument is {got.name}")
+        raise ArgumentError(f"{program.name}: array {name!r} is declared {declared}, but: {exc}") from None
+    if got.name != declared:
+        raise ArgumentError(f"{program.name}: array {name!r} is declared {declared} but the argument is {got.name}")
+
+
+def _check_numpy_memory(program: Program, name: str, value: np.ndarray) -> None:
+    """A numpy array must be writeable (polytri runs in place) and aligned."""
+    if not value.flags.writeable:
+        raise ArgumentError(f"{program.name}: array {name!r} is read-only; polytri runs in place")
+    if not value.flags.aligned:
+        raise ArgumentError(f"{program.name}: array {name!r} is not aligned to its element size; pass a "
+                            f"copy (np.array(x))")
+
+
+def _check_torch_layout(program: Program, name: str, value: Any) -> None:
+    """A tensor must be dense (strided) and not a lazily negated or conjugated view."""
+    import torch
+    if value.layout != torch.strided:
+        raise ArgumentError(f"{program.name}: array {name!r} has layout {value.layout}; polytri needs a "
+                            f"dense (torch.strided) tensor: pass x.to_dense()")
+    if value.is_neg() or value.is_conj():
+        raise ArgumentError(f"{program.name}: array {name!r} is a lazily negated or conjugated view; "
+                            f"pass x.resolve_neg() / x.resolve_conj()")
+
+
+def _check_array(program: Program, name: str, value: Any) -> None:
+    """Every check of one array argument against its declaration, in a fixed order."""
+    arr = program.array(name)
+    _check_array_object(program, name, value, arr.rank)
+    _check_array_dtype(program, name, value, arr.dtype)
     if isinstance(value, np.ndarray):
-        if not value.flags.writeable:
-            raise ArgumentError(f"{program.name}: array {name!r} is read-only; polytri runs in place")
-        if not value.flags.aligned:
-            raise ArgumentError(f"{program.name}: array {name!r} is not aligned to its element size; pass a "
-                                f"copy (np.array(x))")
+        _check_numpy_memory(program, name, value)
     else:
-        import torch
-        if value.layout != torch.strided:
-            raise ArgumentError(f"{program.name}: array {name!r} has layout {value.layout}; polytri needs a "
-                                f"dense (torch.strided) tensor: pass x.to_dense()")
-        if value.is_neg() or value.is_conj():
-            raise ArgumentError(f"{program.name}: array {name!r} is a lazily negated or conjugated view; "
-                                f"pass x.resolve_neg() / x.resolve_conj()")
+        _check_torch_layout(program, name, value)
     _check_strides(program, name, value)
 
 
-def _infer_params(program: Program, given: dict[str, int], arrays: dict[str, Any]) -> dict[str, int]:
-    known = dict(given)
-    equations: list[tuple[str, int, Any]] = []
-    for arr in program.arrays:
-        for d, e in enumerate(arr.shape):
-            equations.append((arr.name, d, e))
+#: One declared extent: array name, dimension, extent expression.
+_Equation = tuple[str, int, Expr]
+
+
+def _solve_one(equation: _Equation, known: dict[str, int], arrays: dict[str, Any]) -> tuple[str, int] | None:
+    """``(param, value)`` when the equation is linear with exactly one unknown parameter and the array's
+    extent gives it an integer value."""
+    name, d, e = equation
+    form = linear(e)
+    if form is None:
+        return None
+    coeffs, const = form
+    unknown = [p for p in coeffs if p not in known]
+    if len(unknown) != 1:
+        return None
+    p = unknown[0]
+    rest = const + sum(c * known[q] for q, c in coeffs.items() if q != p)
+    actual = _shape(arrays[name])[d]
+    if (actual - rest) % coeffs[p] != 0:
+        return None
+    return p, (actual - rest) // coeffs[p]
+
+
+def _solve(equations: list[_Equation], known: dict[str, int], arrays: dict[str, Any]) -> None:
+    """Add to ``known`` every parameter the equations determine, sweeping until nothing changes."""
     changed = True
     while changed:
         changed = False
-        for name, d, e in equations:
-            form = linear(e)
-            if form is None:
-                continue
-            coeffs, const = form
-            unknown = [p for p in coeffs if p not in known]
-            if len(unknown) != 1:
-                continue
-            p = unknown[0]
-            rest = const + sum(c * known[q] for q, c in coeffs.items() if q != p)
-            actual = _shape(arrays[name])[d]
-            if (actual - rest) % coeffs[p] == 0:
-                known[p] = (actual - rest) // coeffs[p]
+        for equation in equations:
+            solved = _solve_one(equation, known, arrays)
+            if solved is not None:
+                known[solved[0]] = solved[1]
                 changed = True
+
+
+def _check_known_params(program: Program, given: dict[str, int], known: dict[str, int]) -> None:
+    """Every parameter has a value, and none is negative."""
     missing = [p for p in program.params if p not in known]
     if missing:
         raise ArgumentError(f"{program.name}: cannot infer parameter(s) {', '.join(missing)} from the array "
@@ -169,6 +205,11 @@ def _infer_params(program: Program, given: dict[str, int], arrays: dict[str, Any
             how = "" if p in given else " (inferred from the array shapes)"
             raise ArgumentError(f"{program.name}: parameter {p!r} = {known[p]}{how} is negative; parameters "
                                 f"are sizes")
+
+
+def _check_extents(program: Program, equations: list[_Equation], known: dict[str, int],
+                   arrays: dict[str, Any]) -> None:
+    """Every array extent equals its declared extent for the parameter values."""
     for name, d, e in equations:
         want = evaluate(e, known)
         got = _shape(arrays[name])[d]
@@ -176,6 +217,15 @@ def _infer_params(program: Program, given: dict[str, int], arrays: dict[str, Any
             raise ArgumentError(f"{program.name}: array {name!r} has extent {got} in dimension {d}, but its "
                                 f"declared extent {expr_to_str(e)} is {want} with "
                                 f"{', '.join(f'{k}={v}' for k, v in known.items())}")
+
+
+def _infer_params(program: Program, given: dict[str, int], arrays: dict[str, Any]) -> dict[str, int]:
+    """The given parameters plus those the array shapes determine; every extent checked."""
+    known = dict(given)
+    equations: list[_Equation] = [(arr.name, d, e) for arr in program.arrays for d, e in enumerate(arr.shape)]
+    _solve(equations, known, arrays)
+    _check_known_params(program, given, known)
+    _check_extents(program, equations, known, arrays)
     return known
 
 
@@ -210,8 +260,8 @@ def _convert_scalar(program: Program, name: str, value: Any) -> Any:
     return dtypes.numpy_dtype(dt).type(number)
 
 
-def bind(program: Program, kwargs: dict[str, Any], *, device: str = "cpu") -> Bound:
-    """Check the keyword arguments of a call and return them bound; raise :class:`ArgumentError`."""
+def _check_names(program: Program, kwargs: dict[str, Any]) -> None:
+    """No unknown keyword, and every array and scalar given (parameters may be inferred)."""
     expected = [a.name for a in program.arrays] + [s.name for s in program.scalars] + list(program.params)
     unknown = [k for k in kwargs if k not in expected]
     if unknown:
@@ -220,29 +270,40 @@ def bind(program: Program, kwargs: dict[str, Any], *, device: str = "cpu") -> Bo
     missing += [s.name for s in program.scalars if s.name not in kwargs]
     if missing:
         raise ArgumentError(f"{program.name}: missing argument(s) {', '.join(missing)}")
-    arrays = {a.name: kwargs[a.name] for a in program.arrays}
-    for name, value in arrays.items():
-        _check_array(program, name, value)
-    _check_devices(program, arrays, device)
-    given: dict[str, int] = {}
-    for p in program.params:
-        if p in kwargs:
-            v = kwargs[p]
-            if isinstance(v, np.integer):
-                v = int(v)
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ArgumentError(f"{program.name}: parameter {p!r} must be an int, got {v!r}")
-            if not -(2**63) <= v < 2**63:
-                raise ArgumentError(f"{program.name}: parameter {p!r} = {v} does not fit in 64 bits")
-            given[p] = v
-    params = _infer_params(program, given, arrays)
-    _check_context(program, params)
-    check_call_bounds(program, params)
+
+
+def _param_value(program: Program, p: str, v: Any) -> int:
+    """A given parameter as a Python int that fits in 64 bits (numpy integers accepted, bools not)."""
+    if isinstance(v, np.integer):
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ArgumentError(f"{program.name}: parameter {p!r} must be an int, got {v!r}")
+    if not -(2**63) <= v < 2**63:
+        raise ArgumentError(f"{program.name}: parameter {p!r} = {v} does not fit in 64 bits")
+    return v
+
+
+def _check_overlaps(program: Program, arrays: dict[str, Any]) -> None:
+    """No two arrays share memory."""
     ranges = [(n, _memory_range(v)) for n, v in arrays.items()]
     for i, (n1, r1) in enumerate(ranges):
         for n2, r2 in ranges[i + 1:]:
             if r1 and r2 and r1[0] < r2[1] and r2[0] < r1[1]:
                 raise ArgumentError(f"{program.name}: arrays {n1!r} and {n2!r} overlap in memory; "
                                     f"polytri requires distinct arrays")
+
+
+def bind(program: Program, kwargs: dict[str, Any], *, device: str = "cpu") -> Bound:
+    """Check the keyword arguments of a call and return them bound; raise :class:`ArgumentError`."""
+    _check_names(program, kwargs)
+    arrays = {a.name: kwargs[a.name] for a in program.arrays}
+    for name, value in arrays.items():
+        _check_array(program, name, value)
+    _check_devices(program, arrays, device)
+    given = {p: _param_value(program, p, kwargs[p]) for p in program.params if p in kwargs}
+    params = _infer_params(program, given, arrays)
+    _check_context(program, params)
+    check_call_bounds(program, params)
+    _check_overlaps(program, arrays)
     scalars = {s.name: _convert_scalar(program, s.name, kwargs[s.name]) for s in program.scalars}
     return Bound({p: params[p] for p in program.params}, arrays, scalars)

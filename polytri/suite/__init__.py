@@ -28,6 +28,7 @@ import polytri as pt
 from ..ir.affine import evaluate
 from ..ir.builder import to_program
 from ..ir.expr import Var, walk
+from ..ir.program import Program
 from .datamining import (
     build_correlation,
     build_covariance,
@@ -178,16 +179,9 @@ def copy_args(args: dict[str, Any]) -> dict[str, Any]:
     return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
 
 
-def make_args(kernel: Kernel | str, params: Params, seed: int = 0) -> dict[str, Any]:
-    """Keyword arguments for ``pt.reference`` and compiled kernels: random inputs, scalars, and the
-    parameters that cannot be inferred from array shapes (``T`` of most stencils)."""
-    if isinstance(kernel, str):
-        kernel = KERNELS[kernel]
-    prog = to_program(kernel.build())
-    missing = [q for q in prog.params if q not in params]
-    if missing:
-        raise ValueError(f"make_args({kernel.name}): missing parameter(s) {missing}")
-    rng = np.random.default_rng(seed)
+def _random_args(prog: Program, params: Params, rng: np.random.Generator) -> dict[str, Any]:
+    """Uniform random arrays in [-1, 1), the suite's scalar values, and the parameters that no array
+    extent uses (so they cannot be inferred)."""
     args: dict[str, Any] = {}
     in_shapes: set[str] = set()
     for arr in prog.arrays:
@@ -200,21 +194,57 @@ def make_args(kernel: Kernel | str, params: Params, seed: int = 0) -> dict[str, 
     for q in prog.params:
         if q not in in_shapes:
             args[q] = int(params[q])
-    name = kernel.name
-    if name == "cholesky":
-        args["A"] = _spd(rng, params["N"])
-    elif name in ("lu", "ludcmp"):
-        args["A"] = _diag_dominant(rng, params["N"])
-    elif name == "trisolv":
-        n = params["N"]
-        args["L"] = rng.uniform(-1.0, 1.0, (n, n)) + (n + 1.0) * np.eye(n)
-    elif name == "gramschmidt":
-        m, n = params["M"], params["N"]
-        a = rng.uniform(-1.0, 1.0, (m, n))
-        a[: min(m, n), : min(m, n)] += 2.0 * np.eye(min(m, n))  # columns clearly independent
-        args["A"] = a
-    elif name == "correlation" and params["M"] > 1:
+    return args
+
+
+def _cholesky_inputs(args: dict[str, Any], params: Params, rng: np.random.Generator) -> None:
+    args["A"] = _spd(rng, params["N"])
+
+
+def _lu_inputs(args: dict[str, Any], params: Params, rng: np.random.Generator) -> None:
+    args["A"] = _diag_dominant(rng, params["N"])
+
+
+def _trisolv_inputs(args: dict[str, Any], params: Params, rng: np.random.Generator) -> None:
+    n = params["N"]
+    args["L"] = rng.uniform(-1.0, 1.0, (n, n)) + (n + 1.0) * np.eye(n)
+
+
+def _gramschmidt_inputs(args: dict[str, Any], params: Params, rng: np.random.Generator) -> None:
+    m, n = params["M"], params["N"]
+    a = rng.uniform(-1.0, 1.0, (m, n))
+    a[: min(m, n), : min(m, n)] += 2.0 * np.eye(min(m, n))  # columns clearly independent
+    args["A"] = a
+
+
+def _correlation_inputs(args: dict[str, Any], params: Params, rng: np.random.Generator) -> None:
+    if params["M"] > 1:
         args["data"][:, 1] = 0.25  # a constant column: exercises the stddev <= eps guard
-    elif name == "blur":
-        args["img"] = rng.uniform(0.0, 1.0, args["img"].shape).astype(np.float32)
+
+
+def _blur_inputs(args: dict[str, Any], params: Params, rng: np.random.Generator) -> None:
+    args["img"] = rng.uniform(0.0, 1.0, args["img"].shape).astype(np.float32)
+
+
+#: Kernels whose random inputs are replaced or adjusted (well-conditioned matrices, special cases).
+_CONDITIONED_INPUTS: dict[str, Callable[[dict[str, Any], Params, np.random.Generator], None]] = {
+    "cholesky": _cholesky_inputs, "lu": _lu_inputs, "ludcmp": _lu_inputs, "trisolv": _trisolv_inputs,
+    "gramschmidt": _gramschmidt_inputs, "correlation": _correlation_inputs, "blur": _blur_inputs,
+}
+
+
+def make_args(kernel: Kernel | str, params: Params, seed: int = 0) -> dict[str, Any]:
+    """Keyword arguments for ``pt.reference`` and compiled kernels: random inputs, scalars, and the
+    parameters that cannot be inferred from array shapes (``T`` of most stencils)."""
+    if isinstance(kernel, str):
+        kernel = KERNELS[kernel]
+    prog = to_program(kernel.build())
+    missing = [q for q in prog.params if q not in params]
+    if missing:
+        raise ValueError(f"make_args({kernel.name}): missing parameter(s) {missing}")
+    rng = np.random.default_rng(seed)
+    args = _random_args(prog, params, rng)
+    condition = _CONDITIONED_INPUTS.get(kernel.name)
+    if condition is not None:
+        condition(args, params, rng)
     return args
