@@ -121,12 +121,11 @@ class PolytriBackend:
         self.options = check_options(options)
 
     def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-        from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+        from torch._functorch.aot_autograd import aot_module_simplified
 
-        def fw(fx_gm: fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
-            return make_boxed_func(compile_graph(fx_gm, inputs, self.options))
         try:
-            return aot_module_simplified(gm, example_inputs, fw_compiler=fw, decompositions=decompositions())
+            return aot_module_simplified(gm, example_inputs, fw_compiler=self._compile_forward,
+                                         decompositions=decompositions())
         except Exception as exc:  # noqa: BLE001 - tracing to ATen failed: this graph runs in eager
             if isinstance(exc, OptionError) or os.environ.get("POLYTRI_DEBUG", "") not in ("", "0"):
                 raise
@@ -136,6 +135,12 @@ class PolytriBackend:
             _record(GraphReport([], sorted({str(n.target) for n in gm.graph.nodes if n.op == "call_function"}),
                                 [], error=f"{type(exc).__name__}: {exc}"))
             return gm.forward
+
+    def _compile_forward(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        """AOTAutograd's forward compiler (an ``AOTDispatchCompiler``: these parameter names): the ATen
+        graph compiled with polytri, as a boxed function."""
+        from torch._functorch.aot_autograd import make_boxed_func
+        return make_boxed_func(compile_graph(gm, example_inputs, self.options))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PolytriBackend) and self.options == other.options

@@ -22,9 +22,10 @@ import torch.fx as fx
 
 from ..errors import PolytriError
 from ..ir.builder import ProgramBuilder
+from .torch_args import as_int, node_arg
 from .torch_options import TorchOptions, default_target
 from .torch_symbolic import size_text
-from .torch_values import LoweringError, Val, array_val, pt_dtype
+from .torch_values import Index, LoweringError, Val, array_val, cast, pt_dtype
 
 log = logging.getLogger("polytri.torch")
 
@@ -32,6 +33,13 @@ log = logging.getLogger("polytri.torch")
 MAX_INLINE_OPS = 48
 
 Handler = Callable[["SegmentLowering", fx.Node], Any]
+#: The right-hand side of a statement: its text from the iterators of the output and of the reduction.
+Rhs = Callable[[Index, Index], str]
+
+
+def converted(v: Val, dtype: torch.dtype) -> Rhs:
+    """A statement's right-hand side: ``v`` at the output's iterators, converted to ``dtype``."""
+    return lambda idx, red: cast(v.load(idx), v.dtype, dtype)
 
 
 @dataclass(frozen=True)
@@ -205,13 +213,14 @@ class SegmentLowering:
         if self.options.target is not None:
             return self.options.target
         val = self.current.meta.get("val") if self.current is not None else None
-        return default_target([val.device] if hasattr(val, "device") else [])
+        device = getattr(val, "device", None)
+        return default_target([device] if device is not None else [])
 
     def on_gpu(self) -> bool:
         """Whether the segment is compiled for a Triton target."""
         return self.target() != "cpu"
 
-    def emit(self, target: str, shape: Sequence[str], rhs: Callable[[tuple[str, ...], tuple[str, ...]], str],
+    def emit(self, target: str, shape: Sequence[str], rhs: Rhs,
              op: str = "=", red: Sequence[str] = (), guard: Sequence[str] = (),
              index: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None,
              target_index: Callable[[tuple[str, ...], tuple[str, ...]], tuple[str, ...]] | None = None) -> None:
@@ -249,7 +258,7 @@ class SegmentLowering:
         needed = set(self.segment.outputs)
         for node in self.segment.nodes:
             if node.target is operator.getitem:
-                self.values[node] = self.values[node.args[0]][node.args[1]]  # type: ignore[index]
+                self.values[node] = self.values[node_arg(node.args[0])][as_int(node.args[1])]
             else:
                 info = HANDLERS[op_name(node)]
                 self.current = node
@@ -270,7 +279,7 @@ class SegmentLowering:
                 continue
             if v.array is None or v.array not in self.segment.temps or v.array in taken:
                 name = self.declare(f"out_{node.name}", v.shape, v.dtype)
-                self.emit(name, v.shape, lambda idx, red, v=v: v.load(idx))
+                self.emit(name, v.shape, converted(v, v.dtype))
                 v = array_val(name, v.shape, v.dtype)
             assert v.array is not None
             taken.add(v.array)
@@ -318,7 +327,7 @@ class SegmentLowering:
             try:
                 add(p)
             except PolytriError as exc:
-                exc.node = node  # type: ignore[attr-defined]
+                exc.node = node  # type: ignore[attr-defined]  # PolytriError declares no `node` (polytri/errors.py)
                 raise
         self.segment.shapes = dict(self.decls)
         self.segment.program = p

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
+from .torch_args import as_int, as_ints, fake
 from .torch_lower import SegmentLowering, register
 from .torch_values import Index, LoweringError, Val, acc_dtype, array_val, broadcast, cast, literal, rounded
 
@@ -115,7 +116,7 @@ def _addmm(ctx: SegmentLowering, node: fx.Node) -> Val:
 
 @register("aten.convolution.default", kind="reuse")
 def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
-    x_node, w_node, b_node, stride, padding, dilation, transposed, _, groups = node.args[:9]
+    x_node, w_node, b_node, stride_arg, padding_arg, dilation_arg, transposed, _, groups = node.args[:9]
     if transposed:
         raise LoweringError("transposed convolutions run in eager")
     shape, out = ctx.out(node)
@@ -124,9 +125,10 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
     x, w = ctx.val(x_node), ctx.val(w_node)
     acc = acc_dtype(out)
     bias = ctx.val(b_node) if isinstance(b_node, fx.Node) else None
-    wmeta = w_node.meta["val"]  # type: ignore[union-attr]
+    wmeta = fake(w_node)
     cin_g, kh, kw = (int(s) if not isinstance(s, torch.SymInt) else None for s in wmeta.shape[1:])
-    padded = padding[0] or padding[1]  # type: ignore[index]
+    stride, padding, dilation = as_ints(stride_arg), as_ints(padding_arg), as_ints(dilation_arg)
+    padded = padding[0] or padding[1]
     terms = (cin_g or 0) * (kh or 0) * (kw or 0)
     unroll = cin_g is not None and kh is not None and kw is not None and terms <= MAX_UNROLLED_TERMS and not padded
     if not (unroll and x.ops * terms <= MAX_RECOMPUTE_OPS):
@@ -135,9 +137,9 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
     cout = wmeta.shape[0]
     if cin_g is None or kh is None or kw is None or isinstance(cout, torch.SymInt):
         raise LoweringError("convolutions with dynamic weight shapes run in eager")
-    g = int(groups)  # type: ignore[arg-type]
+    g = as_int(groups)
     cout_g = int(cout) // g
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation  # type: ignore[misc]
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     height, width = x.shape[2], x.shape[3]
 
     def coords(it: Index, ci: str, ky: str, kx: str) -> tuple[Index, str, str]:

@@ -8,24 +8,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 import torch.fx as fx
 
+from .torch_args import Argument, Number, as_number, fake
 from .torch_lower import SegmentLowering, register
-from .torch_values import LoweringError, Val, acc_dtype, broadcast, cast, literal
+from .torch_values import Index, Load, LoweringError, Val, acc_dtype, broadcast, cast, literal
 
 Fn = Callable[..., str]
 
 
-def _kw(node: fx.Node, name: str, pos: int, default: Any = None) -> Any:
+def _kw(node: fx.Node, name: str, pos: int, default: Argument = None) -> Argument:
     if name in node.kwargs:
         return node.kwargs[name]
     return node.args[pos] if len(node.args) > pos else default
 
 
-def pointwise(ctx: SegmentLowering, node: fx.Node, fn: Fn, args: Sequence[Any], *,
+def pointwise(ctx: SegmentLowering, node: fx.Node, fn: Fn, args: Sequence[Argument], *,
               compute: torch.dtype | None = None, result: torch.dtype | None = None,
               casts: Sequence[torch.dtype | None] = ()) -> Val:
     """An elementwise node: ``fn`` of the operand texts, each tensor cast to the compute dtype (the
@@ -36,30 +36,44 @@ def pointwise(ctx: SegmentLowering, node: fx.Node, fn: Fn, args: Sequence[Any], 
     shape, out = ctx.out(node)
     comp = compute or out
     wide = acc_dtype(comp)
-    loads: list[Callable[[tuple[str, ...]], str]] = []
+    loads: list[Load] = []
     ops = 1
     for k, a in enumerate(args):
         if isinstance(a, fx.Node):
             v = ctx.val(a)
-            ld, dt = broadcast(v, shape), v.dtype
             to = (casts[k] if k < len(casts) else None) or comp
-            loads.append(lambda idx, ld=ld, dt=dt, to=to: cast(cast(ld(idx), dt, to), to, acc_dtype(to)))
+            loads.append(_widened(broadcast(v, shape), v.dtype, to))
             ops += v.ops
         else:
             text = literal(a)
             if wide != comp:
                 text = cast(cast(text, torch.float64, comp), comp, wide)
-            loads.append(lambda idx, text=text: text)
+            loads.append(_constant(text))
     res = result or wide
 
-    def load(idx: tuple[str, ...]) -> str:
+    def load(idx: Index) -> str:
         return cast(fn(*(ld(idx) for ld in loads)), res, out)
     return Val(shape, out, load, ops=ops)
 
 
-def _promoted(node: fx.Node, *args: Any) -> torch.dtype:
-    vals = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
-    return torch.result_type(*vals) if len(vals) == 2 else vals[0].dtype
+def _widened(ld: Load, dtype: torch.dtype, to: torch.dtype) -> Load:
+    """``ld`` (of ``dtype``) converted to ``to``, then to the type ``to`` computes in."""
+    return lambda idx: cast(cast(ld(idx), dtype, to), to, acc_dtype(to))
+
+
+def _constant(text: str) -> Load:
+    """The same text at every index."""
+    return lambda idx: text
+
+
+def _promoted(a: Argument, b: Argument) -> torch.dtype:
+    """The dtype PyTorch's type promotion gives to the operands ``a`` and ``b`` (tensors or numbers)."""
+    return torch.result_type(_example(a), _example(b))
+
+
+def _example(x: Argument) -> torch.Tensor | Number:
+    """The example value of an operand: the fake tensor of a node, a number as it is."""
+    return fake(x) if isinstance(x, fx.Node) else as_number(x)
 
 
 def _is_nan(x: str) -> str:
@@ -92,7 +106,7 @@ def _arith(sym: str, *, alpha: bool = False, reverse: bool = False) -> Callable[
         if al != 1:
             if isinstance(b, fx.Node):
                 return pointwise(ctx, node, lambda x, y: f"({x} {sym} {literal(al)} * {y})", [a, b])
-            b = b * al
+            b = as_number(b) * as_number(al)
         return pointwise(ctx, node, _binary(sym), [a, b])
     return lower
 
@@ -189,7 +203,7 @@ def _minimum(ctx: SegmentLowering, node: fx.Node) -> Val:
     return pointwise(ctx, node, nan_min, node.args[:2])
 
 
-def _clamp_fn(lo: Any, hi: Any) -> Fn:
+def _clamp_fn(lo: Argument, hi: Argument) -> Fn:
     def fn(a: str, *bounds: str) -> str:
         it = iter(bounds)
         lo_t = next(it) if lo is not None else None
@@ -225,7 +239,7 @@ def _clamp(ctx: SegmentLowering, node: fx.Node) -> Val:
 def _compare(sym: str) -> Callable[[SegmentLowering, fx.Node], Val]:
     def lower(ctx: SegmentLowering, node: fx.Node) -> Val:
         a, b = node.args[0], node.args[1]
-        comp = _promoted(node, a, b)
+        comp = _promoted(a, b)
         return pointwise(ctx, node, _binary(sym), [a, b], compute=comp, result=torch.bool)
     return lower
 
@@ -238,7 +252,7 @@ for _op, _sym in [("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", 
 def _not(ctx: SegmentLowering, node: fx.Node) -> Val:
     if node.meta["val"].dtype != torch.bool and "logical" not in str(node.target):
         raise LoweringError("bitwise_not of integers runs in eager")
-    src = node.args[0].meta["val"].dtype  # type: ignore[union-attr]
+    src = fake(node.args[0]).dtype
     return pointwise(ctx, node, lambda a: f"({a} == 0)", [node.args[0]], compute=src, result=torch.bool)
 
 
@@ -252,7 +266,7 @@ def _where(ctx: SegmentLowering, node: fx.Node) -> Val:
 def _copy(ctx: SegmentLowering, node: fx.Node) -> Val:
     if node.kwargs.get("layout") not in (None, torch.strided):
         raise LoweringError("copies to another layout run in eager")
-    src = node.args[0].meta["val"]  # type: ignore[union-attr]
+    src = fake(node.args[0])
     if node.meta["val"].device != src.device:
         raise LoweringError("copies to another device run in eager")
     v = ctx.val(node.args[0])
@@ -275,7 +289,7 @@ register("aten.logical_xor.default", kind="pointwise")(_logical(lambda a, b: f"(
 
 @register("aten.isnan.default", "aten.isinf.default", kind="pointwise")
 def _isnan(ctx: SegmentLowering, node: fx.Node) -> Val:
-    src = node.args[0].meta["val"].dtype  # type: ignore[union-attr]
+    src = fake(node.args[0]).dtype
     if not src.is_floating_point:
         raise LoweringError("isnan/isinf of integers run in eager")
     fn: Fn = ((lambda a: f"({a} != {a})") if "isnan" in str(node.target)

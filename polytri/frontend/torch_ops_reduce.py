@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from .torch_args import Number, as_float, as_int, as_list, as_number
 from .torch_lower import SegmentLowering, register
 from .torch_ops_pointwise import nan_max, nan_min
 from .torch_values import Index, LoweringError, Val, acc_dtype, array_val, cast, rounded
@@ -192,15 +193,21 @@ def _var(ctx: SegmentLowering, node: fx.Node) -> Val:
     if not out.is_floating_point:
         raise LoweringError("var of integers runs in eager")
     dims = _dims(node.args[1] if len(node.args) > 1 else node.kwargs.get("dim"), v.rank)
-    corr = node.kwargs.get("correction", 1)
-    if str(node.target) == "aten.var.dim":
-        corr = 1 if (node.args[2] if len(node.args) > 2 else node.kwargs.get("unbiased", True)) else 0
+    corr = _correction(node)
     keepdim = bool(node.kwargs.get("keepdim", False))
-    corr = 1 if corr is None else corr
     n = _count(v, dims)
     denom = str(max(0, int(n) - corr)) if n.isdigit() else f"({n} - {corr})"
     _, var = _moments(ctx, node.name, v, dims, acc_dtype(out), denom)
     return rounded(Val(shape, var.dtype, lambda it: var.load(_expand_kept(it, v.rank, dims, keepdim))), out)
+
+
+def _correction(node: fx.Node) -> Number:
+    """The divisor's correction of a variance: ``correction`` (default 1), or 1 or 0 from ``unbiased``
+    (default true) for ``var.dim``."""
+    if str(node.target) == "aten.var.dim":
+        return 1 if (node.args[2] if len(node.args) > 2 else node.kwargs.get("unbiased", True)) else 0
+    corr = node.kwargs.get("correction", 1)
+    return 1 if corr is None else as_number(corr)
 
 
 def _expand_kept(it: Index, rank: int, dims: Sequence[int], keepdim: bool) -> Index:
@@ -245,7 +252,7 @@ def _softmax_parts(ctx: SegmentLowering, node: fx.Node, store_exp: bool = False
     shifted input."""
     v = ctx.val(node.args[0])
     _, out = ctx.out(node)
-    dim = int(node.args[1])  # type: ignore[arg-type]
+    dim = as_int(node.args[1])
     dim = dim + v.rank if dim < 0 else dim
     if not out.is_floating_point:
         raise LoweringError("softmax of integers runs in eager")
@@ -302,9 +309,9 @@ def _layer_norm(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, Val, Val]:
     computed in the accumulation type and rounded to the output's."""
     x = ctx.val(node.args[0])
     shape, out = ctx.out(node, 0)
-    nshape = list(node.args[1])  # type: ignore[arg-type]
+    nshape = as_list(node.args[1])
     w, b = node.args[2], node.args[3]
-    eps = float(node.args[4])  # type: ignore[arg-type]
+    eps = as_float(node.args[4])
     if not out.is_floating_point or out != x.dtype:
         raise LoweringError("layer norm of this dtype runs in eager")
     dims = list(range(x.rank - len(nshape), x.rank))

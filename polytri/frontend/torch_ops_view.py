@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import sympy
 import torch
 import torch.fx as fx
 
-from .torch_lower import SegmentLowering, register
+from .torch_args import Argument, as_int, as_ints, as_list, as_number, fake
+from .torch_lower import SegmentLowering, converted, register
 from .torch_symbolic import _expr
 from .torch_values import Index, LoweringError, Val, array_val, broadcast, cast, const_val, literal, view_of
 
 
-def _meta_shape(node: Any) -> list[sympy.Expr]:
-    return [_expr(s) for s in node.meta["val"].shape]
+def _meta_shape(node: Argument) -> list[sympy.Expr]:
+    return [_expr(s) for s in fake(node).shape]
 
 
 def _norm_dim(d: int, rank: int) -> int:
@@ -84,7 +83,7 @@ def _view(ctx: SegmentLowering, node: fx.Node) -> Val:
 @register("aten.permute.default", "aten.permute_copy.default", kind="view")
 def _permute(ctx: SegmentLowering, node: fx.Node) -> Val:
     v = ctx.val(node.args[0])
-    dims = [_norm_dim(d, v.rank) for d in node.args[1]]  # type: ignore[union-attr]
+    dims = [_norm_dim(d, v.rank) for d in as_ints(node.args[1])]
     shape, _ = ctx.out(node)
 
     def index_map(idx: Index) -> Index:
@@ -102,7 +101,7 @@ def _transpose(ctx: SegmentLowering, node: fx.Node) -> Val:
     if v.rank < 2:
         return v
     d0, d1 = (node.args[1], node.args[2]) if len(node.args) > 2 else (0, 1)
-    d0, d1 = _norm_dim(int(d0), v.rank), _norm_dim(int(d1), v.rank)  # type: ignore[arg-type]
+    d0, d1 = _norm_dim(as_int(d0), v.rank), _norm_dim(as_int(d1), v.rank)
 
     def index_map(idx: Index) -> Index:
         out = list(idx)
@@ -122,14 +121,14 @@ def _expand(ctx: SegmentLowering, node: fx.Node) -> Val:
 def _slice(ctx: SegmentLowering, node: fx.Node) -> Val:
     v = ctx.val(node.args[0])
     shape, _ = ctx.out(node)
-    dim = _norm_dim(int(node.args[1]) if len(node.args) > 1 else 0, v.rank)  # type: ignore[arg-type]
-    start = node.args[2] if len(node.args) > 2 else 0
-    step = int(node.args[4]) if len(node.args) > 4 else 1  # type: ignore[arg-type]
-    start = 0 if start is None else start
+    dim = _norm_dim(as_int(node.args[1]) if len(node.args) > 1 else 0, v.rank)
+    start_arg = node.args[2] if len(node.args) > 2 else 0
+    step = as_int(node.args[4]) if len(node.args) > 4 else 1
+    start_arg = 0 if start_arg is None else start_arg
     size = _meta_shape(node.args[0])[dim]
-    if isinstance(start, fx.Node) or isinstance(step, fx.Node):
+    if isinstance(start_arg, fx.Node):
         raise LoweringError("a slice with dynamic bounds runs in eager")
-    start = int(start)  # type: ignore[arg-type]
+    start = as_int(start_arg)
     if start < 0:
         if not size.is_Integer:
             raise LoweringError("a negative slice start on a dynamic dimension runs in eager")
@@ -148,21 +147,21 @@ def _slice(ctx: SegmentLowering, node: fx.Node) -> Val:
 def _select(ctx: SegmentLowering, node: fx.Node) -> Val:
     v = ctx.val(node.args[0])
     shape, _ = ctx.out(node)
-    dim = _norm_dim(int(node.args[1]), v.rank)  # type: ignore[arg-type]
-    index = node.args[2]
-    if isinstance(index, fx.Node):
+    dim = _norm_dim(as_int(node.args[1]), v.rank)
+    if isinstance(node.args[2], fx.Node):
         raise LoweringError("select with a dynamic index runs in eager")
-    pos: str = str(int(index))  # type: ignore[arg-type]
-    if int(index) < 0:  # type: ignore[arg-type]
+    index = as_int(node.args[2])
+    pos = str(index)
+    if index < 0:
         size = _meta_shape(node.args[0])[dim]
-        pos = str(int(size) + int(index)) if size.is_Integer else f"{v.shape[dim]} - {-int(index)}"  # type: ignore[arg-type]
+        pos = str(int(size) + index) if size.is_Integer else f"{v.shape[dim]} - {-index}"
     return view_of(v, shape, lambda idx: tuple(idx[:dim]) + (pos,) + tuple(idx[dim:]))
 
 
 @register("aten.split_with_sizes.default", "aten.split.Tensor", kind="view")
 def _split(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, ...]:
     v = ctx.val(node.args[0])
-    dim = _norm_dim(int(node.args[2]) if len(node.args) > 2 else 0, v.rank)  # type: ignore[arg-type]
+    dim = _norm_dim(as_int(node.args[2]) if len(node.args) > 2 else 0, v.rank)
     outs, offset = [], 0
     for k, part in enumerate(node.meta["val"]):
         shape, _ = ctx.out(node, k)
@@ -182,11 +181,11 @@ def _split(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, ...]:
 @register("aten.cat.default", kind="reduce")
 def _cat(ctx: SegmentLowering, node: fx.Node) -> Val:
     shape, dtype = ctx.out(node)
-    dim = _norm_dim(int(node.args[1]) if len(node.args) > 1 else 0, len(shape))  # type: ignore[arg-type]
+    dim = _norm_dim(as_int(node.args[1]) if len(node.args) > 1 else 0, len(shape))
     name = ctx.temp(node.name, shape, dtype)
     offset = "0"
-    for t in node.args[0]:  # type: ignore[union-attr]
-        tv = t.meta["val"]
+    for t in as_list(node.args[0]):
+        tv = fake(t)
         if tv.dim() == 1 and tv.shape[0] == 0 and len(shape) != 1:
             continue  # legacy empty inputs are skipped by torch.cat
         v = ctx.val(t)
@@ -196,7 +195,7 @@ def _cat(ctx: SegmentLowering, node: fx.Node) -> Val:
             out = list(idx)
             out[dim] = f"{idx[dim]} + {off}" if off != "0" else idx[dim]
             return tuple(out)
-        ctx.emit(name, v.shape, lambda idx, red, v=v: cast(v.load(idx), v.dtype, dtype), index=index)
+        ctx.emit(name, v.shape, converted(v, dtype), index=index)
         offset = v.shape[dim] if offset == "0" else f"{offset} + {v.shape[dim]}"
     return array_val(name, shape, dtype)
 
@@ -205,7 +204,7 @@ def _cat(ctx: SegmentLowering, node: fx.Node) -> Val:
 def _pad(ctx: SegmentLowering, node: fx.Node) -> Val:
     v = ctx.val(node.args[0])
     shape, dtype = ctx.out(node)
-    pad = list(node.args[1])  # type: ignore[arg-type]
+    pad = as_list(node.args[1])
     value = node.args[2] if len(node.args) > 2 else 0
     if any(isinstance(p, fx.Node) for p in pad):
         raise LoweringError("dynamic padding runs in eager")
@@ -216,7 +215,7 @@ def _pad(ctx: SegmentLowering, node: fx.Node) -> Val:
     cut_lo, cut_hi = [0] * v.rank, [0] * v.rank
     for k in range(len(pad) // 2):
         d = v.rank - 1 - k
-        left, right = int(pad[2 * k]), int(pad[2 * k + 1])
+        left, right = as_int(pad[2 * k]), as_int(pad[2 * k + 1])
         lo[d] = left
         cut_lo[d], cut_hi[d] = max(0, -left), max(0, -right)
     counts = tuple(s if cut_lo[d] == cut_hi[d] == 0 else f"{s} - {cut_lo[d] + cut_hi[d]}"
@@ -237,7 +236,7 @@ def _full(ctx: SegmentLowering, node: fx.Node) -> Val:
     shape, dtype = ctx.out(node)
     name = str(node.target)
     if "zeros" in name or "empty" in name:
-        value: Any = 0
+        value: Argument = 0
     elif "ones" in name:
         value = 1
     elif "scalar_tensor" in name:
@@ -260,6 +259,7 @@ def _arange(ctx: SegmentLowering, node: fx.Node) -> Val:
     start, _, step = args[:3]
     if any(isinstance(a, fx.Node) for a in (start, step)):
         raise LoweringError("arange with run-time bounds runs in eager")
+    start, step = as_number(start), as_number(step)
     if isinstance(start, float) or isinstance(step, float):
         if not (float(start).is_integer() and float(step).is_integer()):
             raise LoweringError("arange with fractional start or step runs in eager")

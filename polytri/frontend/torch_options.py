@@ -66,19 +66,37 @@ class TorchOptions:
 
 def check_options(options: Mapping[str, Any] | None) -> TorchOptions:
     """Validate ``options``; unknown names are an :class:`OptionError` that lists the known ones."""
-    opts = dict(options or {})
-    unknown = sorted(set(opts) - set(TORCH_OPTIONS))
+    given = dict(options or {})
+    unknown = sorted(set(given) - set(TORCH_OPTIONS))
     if unknown:
         raise OptionError(f"unknown polytri option(s) {', '.join(map(repr, unknown))}; known options: "
                           f"{', '.join(TORCH_OPTIONS)}")
-    merged = {k: opts.get(k, default) for k, (default, _) in TORCH_OPTIONS.items()}
-    if merged["target"] is not None and merged["target"] not in TARGETS:
-        raise OptionError(f"option 'target' must be one of {', '.join(TARGETS)}, got {merged['target']!r}")
+    merged = {k: given.get(k, default) for k, (default, _) in TORCH_OPTIONS.items()}
+    _check_target(merged["target"])
+    _check_flags(merged)
+    _check_scheduling(merged)
+    opts = TorchOptions(**merged)
+    if opts.target is not None:  # the target's own check, now: not at the first graph
+        get_target(opts.target).check_options(opts.compile_options(opts.target))
+    return opts
+
+
+def _check_target(target: Any) -> None:
+    if target is not None and target not in TARGETS:
+        raise OptionError(f"option 'target' must be one of {', '.join(TARGETS)}, got {target!r}")
+
+
+def _check_flags(merged: Mapping[str, Any]) -> None:
+    """The booleans (``tile`` may also be None)."""
     for flag in ("fma", "inline", "cache", "debug"):
         if not isinstance(merged[flag], bool):
             raise OptionError(f"option {flag!r} must be True or False, got {merged[flag]!r}")
     if merged["tile"] is not None and not isinstance(merged["tile"], bool):
         raise OptionError(f"option 'tile' must be True, False or None, got {merged['tile']!r}")
+
+
+def _check_scheduling(merged: Mapping[str, Any]) -> None:
+    """The sizes (``tile_size``, ``threads``), the schedule and the fusion policy."""
     for name in ("tile_size", "threads"):
         v = merged[name]
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
@@ -88,10 +106,6 @@ def check_options(options: Mapping[str, Any] | None) -> TorchOptions:
     from ..schedule.pluto import FUSION_POLICIES
     if merged["fuse"] is not None and merged["fuse"] not in FUSION_POLICIES:
         raise OptionError(f"option 'fuse' must be one of {', '.join(FUSION_POLICIES)}, got {merged['fuse']!r}")
-    opts = TorchOptions(**merged)
-    if opts.target is not None:  # the target's own check, now: not at the first graph
-        get_target(opts.target).check_options(opts.compile_options(opts.target))
-    return opts
 
 
 def default_target(devices: Sequence[Any]) -> str:

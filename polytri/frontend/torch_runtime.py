@@ -117,7 +117,21 @@ class _KernelStep:
 
     def _run(self, env: dict[fx.Node, Any], params: dict[str, int],
              temps: dict[tuple[str, tuple[int, ...]], torch.Tensor]) -> None:
+        """Build the kernel's arguments (parameters, inputs, outputs, intermediates from ``temps``), call
+        it, and bind its results (and the views torch makes of them) in ``env``."""
         kwargs: dict[str, Any] = {p: params[p] for p in self.params}
+        self._input_args(env, kwargs)
+        made = self._output_args(params, kwargs)
+        self._temp_args(params, temps, kwargs)
+        if self.kernel is not None:
+            self._call(kwargs)
+        for name, node, *_ in self.outputs:
+            env[node] = made[name]
+        for node, (base, chain) in self.views:
+            env[node] = _apply_views(made[base], chain, env)
+
+    def _input_args(self, env: dict[fx.Node, Any], kwargs: dict[str, Any]) -> None:
+        """The inputs' arrays: contiguous tensors, none overlapping another (copies where needed)."""
         seen: list[torch.Tensor] = []
         for name, node in self.inputs:
             t = env[node]
@@ -129,18 +143,24 @@ class _KernelStep:
                 t = t.contiguous() if not t.is_contiguous() else t.clone()
             seen.append(t)
             kwargs[name] = t.detach()
-        results = []
+
+    def _output_args(self, params: dict[str, int], kwargs: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """New arrays for the outputs and for the bases of output views; returns the tensors (0-d for an
+        output of rank 0) by array name."""
         made: dict[str, torch.Tensor] = {}
-        for name, node, shape, dtype, rank in self.outputs:
-            dims = shape(params)
-            t = torch.empty(dims if rank else (1,), dtype=dtype)
+        for name, _, shape, dtype, rank in self.outputs:
+            t = torch.empty(shape(params) if rank else (1,), dtype=dtype)
             kwargs[name] = t
             made[name] = t if rank else t.reshape(())
-            results.append((node, made[name]))
         for name, shape, dtype, rank in self.bases:
             t = torch.empty(shape(params) if rank else (1,), dtype=dtype)
             kwargs[name] = t
             made[name] = t if rank else t.reshape(())
+        return made
+
+    def _temp_args(self, params: dict[str, int], temps: dict[tuple[str, tuple[int, ...]], torch.Tensor],
+                   kwargs: dict[str, Any]) -> None:
+        """The intermediates' arrays, reused from ``temps`` (by name and size) where they were made before."""
         for name, shape, dtype in self.temps:
             dims = shape(params) or (1,)
             t = temps.get((name, dims))
@@ -149,17 +169,23 @@ class _KernelStep:
                     temps.clear()
                 t = temps[(name, dims)] = torch.empty(dims, dtype=dtype)
             kwargs[name] = t
-        if self.kernel is not None:
-            self._call(kwargs)
-        for node, t in results:
-            env[node] = t
-        for node, (base, chain) in self.views:
-            t = made[base]
-            for n in chain:
-                args = fx.node.map_arg(n.args[1:], lambda a: env[a])
-                kw = fx.node.map_arg(n.kwargs, lambda a: env[a])
-                t = n.target(t, *args, **kw)  # type: ignore[operator]
-            env[node] = t
+
+
+def _apply_views(t: torch.Tensor, chain: list[fx.Node], env: dict[fx.Node, Any]) -> torch.Tensor:
+    """``t`` through the view nodes of ``chain`` (run by torch: their other arguments from ``env``)."""
+    for n in chain:
+        args = fx.node.map_arg(n.args[1:], lambda a: env[a])
+        kw = fx.node.map_arg(n.kwargs, lambda a: env[a])
+        t = _function(n)(t, *args, **kw)
+    return t
+
+
+def _function(node: fx.Node) -> Callable[..., Any]:
+    """The function a ``call_function`` node calls."""
+    fn = node.target
+    if not callable(fn):
+        raise TypeError(f"node {node.name} calls no function: {fn!r}")
+    return fn
 
 
 def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -233,7 +259,7 @@ class CompiledGraph:
             else:
                 a = fx.node.map_arg(step.args, lambda n: env[n])
                 kw = fx.node.map_arg(step.kwargs, lambda n: env[n])
-                env[step] = step.target(*a, **kw)  # type: ignore[operator]
+                env[step] = _function(step)(*a, **kw)
         return fx.node.map_arg(self.output.args[0], lambda n: env[n])
 
 

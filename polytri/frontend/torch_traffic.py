@@ -59,8 +59,15 @@ def parameter_values(params: dict[str, tuple[fx.Node, int | None]]) -> dict[str,
     out = {}
     for name, (node, dim) in params.items():
         v = node.meta.get("val")
-        out[name] = _int(v) if dim is None else _int(v.shape[dim])
+        out[name] = _int(v) if dim is None else _int(_shape(v)[dim])
     return out
+
+
+def _shape(v: Any) -> torch.Size:
+    """The shape of the example tensor ``v``."""
+    if not isinstance(v, torch.Tensor):
+        raise TypeError(f"expected an example tensor, got {v!r}")
+    return v.shape
 
 
 def segment_traffic(seg: Segment, kernel: Any, params: dict[str, int]) -> Traffic | None:
