@@ -29,9 +29,10 @@ fuzz: $(STAMP) ## long property-based runs (marked slow)
 bench: $(STAMP) ## CPU benchmarks side by side
 	$(VENV)/bin/polytri bench
 
-lint: $(STAMP) ## ruff over the package and tests
-	$(PY) -m pip install --quiet ruff
+lint: $(STAMP) ## ruff (with complexity <= 10) over the package, tests and benchmarks; mypy over the package
+	$(PY) -m pip install --quiet ruff mypy
 	$(VENV)/bin/ruff check polytri tests benchmarks
+	$(VENV)/bin/mypy polytri
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -64,31 +64,30 @@ def test_random_bounds_fuzz(spec: fuzz.ProgramSpec, sizes: list[dict[str, int]])
 
 
 def _features(spec: fuzz.ProgramSpec) -> set[str]:
-    seen: set[str] = set()
+    """The features of ``spec`` the properties claim to exercise."""
     stmts = list(spec.statements())
-    if "T" in spec.params:
-        seen.add("time loop")
-    if any(s.op == "+=" for s in stmts):
-        seen.add("reduction")
-    if len(stmts) >= 3:
-        seen.add("three statements")
     kinds = {a.dtype for a in spec.arrays}
-    if kinds & set(fuzz.INT_DTYPES) and kinds & set(fuzz.FLOAT_DTYPES):
-        seen.add("mixed int/float")
-    if kinds & {"float16", "bfloat16"}:
-        seen.add("16-bit float")
-    if {a.name for a in spec.arrays} & set(fuzz.TRICKY_NAMES):
-        seen.add("tricky names")
+    checks = {
+        "time loop": "T" in spec.params,
+        "reduction": any(s.op == "+=" for s in stmts),
+        "three statements": len(stmts) >= 3,
+        "mixed int/float": bool(kinds & set(fuzz.INT_DTYPES) and kinds & set(fuzz.FLOAT_DTYPES)),
+        "16-bit float": bool(kinds & {"float16", "bfloat16"}),
+        "tricky names": bool({a.name for a in spec.arrays} & set(fuzz.TRICKY_NAMES)),
+    }
+    return {name for name, present in checks.items() if present} | _loop_features(spec.body, 0)
 
-    def walk(nodes: tuple, depth: int) -> None:
-        for n in nodes:
-            if isinstance(n, fuzz.LoopSpec):
-                if any(it in n.lo or it in n.hi for it in fuzz.ITERS):
-                    seen.add("triangular")
-                if depth + (n.var != "t") == 3:
-                    seen.add("depth 3")
-                walk(n.body, depth + (n.var != "t"))
-    walk(spec.body, 0)
+
+def _loop_features(nodes: tuple, depth: int) -> set[str]:
+    """``triangular`` and ``depth 3`` where the loops of ``nodes`` (at ``depth``) have them."""
+    seen: set[str] = set()
+    for n in nodes:
+        if isinstance(n, fuzz.LoopSpec):
+            if any(it in n.lo or it in n.hi for it in fuzz.ITERS):
+                seen.add("triangular")
+            if depth + (n.var != "t") == 3:
+                seen.add("depth 3")
+            seen |= _loop_features(n.body, depth + (n.var != "t"))
     return seen
 
 
