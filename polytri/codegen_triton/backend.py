@@ -10,6 +10,7 @@ from .. import dtypes
 from ..fusion.cost import BALANCE
 from ..fusion.online_softmax import online_softmax
 from ..ir.program import Program
+from ..pipeline.decisions import Decision
 from ..pipeline.options import GpuOptions
 from ..pipeline.target import Target
 from ..schedule.dependences import Dependences
@@ -51,7 +52,8 @@ class GpuTarget(Target):
 
     def __init__(self, name: str):
         super().__init__(name)
-        self.balance: float = BALANCE[name]
+        # each GPU has its own balance, but Target declares it a ClassVar (pipeline/target.py, not ours to edit)
+        self.balance = BALANCE[name]  # type: ignore[misc]
 
     def check_options(self, options: Any) -> dict[str, Any]:
         opts = super().check_options(options)
@@ -68,16 +70,17 @@ class GpuTarget(Target):
         return gpu_schedule(program, deps, opts, built=built)
 
     def generate(self, program: Program, deps: Dependences, schedule: Schedule, ast: Node, *,
-                 opts: dict[str, Any], decisions: list[str], scratch: frozenset[str],
+                 opts: dict[str, Any], decisions: list[Decision], scratch: frozenset[str],
                  dump: Callable[[str], None]) -> TritonKernel:
         arch, model = gpu_model(program, self.name, opts)
         recipe = ModuleRecipe(program, ast, schedule, model, self.name, opts["fp32_dot"], scratch)
         source, launches, unstored = recipe.print("int32", bf16_as_f32=False)
         dump(source)
         interp = recipe.interpreter_source("int32", source)
-        decisions = decisions + [
+        made: list[Decision | str] = [
+            *decisions,
             f"{len(launches)} kernel launch site(s); model for {arch.name}: blocks {model.block}, tl.dot tiles "
             f"{model.dot_block}, {model.num_warps} warps, {model.num_stages} stages"]
         return TritonKernel(program, schedule, deps, target=self.name, arch=arch, model=model, recipe=recipe,
                             source=source, interpreter_source=interp, launches=launches, options=opts,
-                            decisions=decisions, local_arrays=unstored)
+                            decisions=made, local_arrays=unstored)

@@ -4,6 +4,7 @@ time with :meth:`TritonKernel.asm`."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import ArgumentError, CompilationError, UnsupportedError, public
 from ..ir.program import Program
+from ..pipeline.decisions import Decision
 from ..runtime.args import bind, is_torch_tensor
 from ..runtime.compiled import CompiledKernel
 from ..schedule.dependences import Dependences
@@ -33,7 +35,7 @@ class TritonKernel(CompiledKernel):
 
     def __init__(self, program: Program, schedule: Schedule, deps: Dependences, *, target: str, arch: GPUArch,
                  model: LaunchModel, recipe: ModuleRecipe, source: str, interpreter_source: str,
-                 launches: list[Launch], options: dict[str, Any], decisions: list[str],
+                 launches: list[Launch], options: dict[str, Any], decisions: Sequence[Decision | str],
                  local_arrays: frozenset[str] = frozenset()):
         super().__init__(program, schedule, deps, options, decisions, target)
         self._decisions.append("index arithmetic: int32 for calls whose counters, bounds and offsets all fit "

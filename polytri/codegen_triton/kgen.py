@@ -461,9 +461,11 @@ class KernelPrinter:
         kb = self.fresh("k")
         self.emit(depth, f"for {kb} in range({lo_t}, {hi_t}, {rb}):")
         with self.chunk(loop, rb, depth + 1, ctx, kb) as inner:
+            mask = inner.mask
+            assert mask is not None, "a chunk always has its mask"
             for red, acc, d in accs:
-                term = self.printer(inner, inner.mask).conv(red.term, d)
-                part = self._chunk_part(red.op, term, inner.mask, d, r, depth + 1)
+                term = self.printer(inner, mask).conv(red.term, d)
+                part = self._chunk_part(red.op, term, mask, d, r, depth + 1)
                 self.emit(depth + 1, f"{acc} = {self._combine(red.op, acc, part)}")
         for red, acc, d in accs:
             self.finish(red, acc, d, lo, hi, depth, ctx)

@@ -75,11 +75,12 @@ def drop_uniform_dimensions(schedule: Schedule, deps: Dependences) -> Schedule:
         return schedule
     maps: list[isl.Map] = []
     schedule.map.foreach_map(lambda m: maps.append(m))
-    new_map = None
+    new_map: isl.UnionMap | None = None
     for m in maps:
         for d in reversed(drop):
             m = m.project_out(isl.dim_type.out, d, 1)
         new_map = isl.UnionMap.from_map(m) if new_map is None else new_map.union(isl.UnionMap.from_map(m))
+    assert new_map is not None, "a dimension is dropped only where some statement has a constant"
     keep = [d for d in range(schedule.ndim) if d not in drop]
     scalar = tuple(schedule.scalar[d] for d in keep) if schedule.scalar else ()
     rows = tuple(schedule.rows[d] for d in keep) if schedule.rows else ()

@@ -103,7 +103,8 @@ def launch_model(arch: GPUArch, *, element_bytes: int, dot_bytes: int | None,
     else:
         if len(dot_block) != 3:
             raise OptionError(f"option 'dot_block' must be (M, N, K), got {dot_block!r}")
-        dot_block = tuple(_pow2(v, "dot_block") for v in dot_block)  # type: ignore[assignment]
+        m, n, k = (_pow2(v, "dot_block") for v in dot_block)
+        dot_block = (m, n, k)
         minimum_k = 32 if dot_bytes == 1 else 16
         if min(dot_block[:2]) < 16 or dot_block[2] < minimum_k:
             raise OptionError(f"option 'dot_block' {dot_block!r} is below tl.dot's minimum (M, N >= 16, "

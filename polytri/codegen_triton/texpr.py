@@ -10,6 +10,7 @@ int64 value (``A[i] = i * N``) is converted to int64 first, as the type rules sa
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -54,26 +55,48 @@ def index_text(e: Expr, names: Mapping[str, str], *, device: bool = True) -> str
     v = const_value(e)
     if v is not None:
         return f"({v})" if v < 0 else str(v)
-    if isinstance(e, Var):
-        if e.kind == "param":
-            return user(e.name)
-        return names.get(e.name, e.name)
-    if isinstance(e, Unary):
-        return f"(-{index_text(e.operand, names, device=device)})"
-    if isinstance(e, Binary):
-        a, b = index_text(e.lhs, names, device=device), index_text(e.rhs, names, device=device)
-        if e.op in ("//", "%") and device:
-            return f"{'pt__floordiv' if e.op == '//' else 'pt__mod'}({a}, {b})"
-        op = {"and": "&", "or": "|"}.get(e.op, e.op) if device else e.op
-        return f"({a} {op} {b})"
-    if isinstance(e, Call):
-        args = [index_text(a, names, device=device) for a in e.args]
-        if e.func in ("min", "max"):
-            return f"tl.{e.func}imum({args[0]}, {args[1]})" if device else f"{e.func}({args[0]}, {args[1]})"
-        if e.func == "where":
-            return f"tl.where({args[0]}, {args[1]}, {args[2]})" if device else \
-                f"({args[1]} if {args[0]} else {args[2]})"
-    raise TypeError(f"not an index expression: {e!r}")
+    printer = _INDEX_PRINTERS.get(type(e))
+    text = None if printer is None else printer(e, names, device)
+    if text is None:
+        raise TypeError(f"not an index expression: {e!r}")
+    return text
+
+
+def _index_var(e: Var, names: Mapping[str, str], device: bool) -> str:
+    """A parameter (``pt_<name>``) or a counter (its text in ``names``)."""
+    if e.kind == "param":
+        return user(e.name)
+    return names.get(e.name, e.name)
+
+
+def _index_unary(e: Unary, names: Mapping[str, str], device: bool) -> str:
+    return f"(-{index_text(e.operand, names, device=device)})"
+
+
+def _index_binary(e: Binary, names: Mapping[str, str], device: bool) -> str:
+    """An operation; on the device, floor division and modulo through helpers, ``and``/``or`` bitwise."""
+    a, b = index_text(e.lhs, names, device=device), index_text(e.rhs, names, device=device)
+    if e.op in ("//", "%") and device:
+        return f"{'pt__floordiv' if e.op == '//' else 'pt__mod'}({a}, {b})"
+    op = {"and": "&", "or": "|"}.get(e.op, e.op) if device else e.op
+    return f"({a} {op} {b})"
+
+
+def _index_call(e: Call, names: Mapping[str, str], device: bool) -> str | None:
+    """``min``, ``max`` or ``where`` (``None`` for another function)."""
+    args = [index_text(a, names, device=device) for a in e.args]
+    if e.func in ("min", "max"):
+        return f"tl.{e.func}imum({args[0]}, {args[1]})" if device else f"{e.func}({args[0]}, {args[1]})"
+    if e.func == "where":
+        return f"tl.where({args[0]}, {args[1]}, {args[2]})" if device else \
+            f"({args[1]} if {args[0]} else {args[2]})"
+    return None
+
+
+#: :func:`index_text`'s printer of each kind of expression node that can occur in an index expression.
+_INDEX_PRINTERS: dict[type, Callable[[Any, Mapping[str, str], bool], str | None]] = {
+    Var: _index_var, Unary: _index_unary, Binary: _index_binary, Call: _index_call,
+}
 
 
 class TritonExprPrinter:

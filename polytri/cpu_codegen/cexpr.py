@@ -158,33 +158,41 @@ class CExprPrinter:
         return self.rnd(to, cast(to.c_compute, code))
 
     def expr(self, e: Expr) -> C:
-        t = self.t(e)
-        d = t.dtype
-        if isinstance(e, Const):
-            if isinstance(e.value, bool):
-                return C("true" if e.value else "false", PRIMARY)
-            if isinstance(e.value, int):
-                return c_int(e.value)
-            return c_float(e.value, dtypes.FLOAT64)
-        if isinstance(e, Var):
-            return C(cname(e.name), PRIMARY)
-        if isinstance(e, Access):
-            ref = self.array_ref(e)
-            if d is FLOAT16:
-                return cast("float", ref)
-            if d is BFLOAT16:
-                return call("pt__bf16_to_f32", ref)
-            return ref
-        if isinstance(e, Cast):
-            return self.conv(e.operand, dtypes.dtype(e.dtype))
-        if isinstance(e, Unary):
-            x = self.conv(e.operand, d)
-            return self.narrow(d, neg(x))
-        if isinstance(e, Binary):
-            return self.binary(e, d)
-        if isinstance(e, Call):
-            return self.call(e, d)
-        raise TypeError(e)
+        """``e`` in the compute representation of its own type."""
+        d = self.t(e).dtype
+        method = _PRINTERS.get(type(e))
+        if method is None:
+            raise TypeError(e)
+        return getattr(self, method)(e, d)
+
+    def const(self, e: Const, d: DType) -> C:
+        """A literal: ``true``/``false``, an integer, or a float printed as a double."""
+        if isinstance(e.value, bool):
+            return C("true" if e.value else "false", PRIMARY)
+        if isinstance(e.value, int):
+            return c_int(e.value)
+        return c_float(e.value, dtypes.FLOAT64)
+
+    def var(self, e: Var, d: DType) -> C:
+        """A scalar, parameter or iterator by its C name."""
+        return C(cname(e.name), PRIMARY)
+
+    def access(self, e: Access, d: DType) -> C:
+        """An array element; 16-bit floats are widened to ``float`` as they are read."""
+        ref = self.array_ref(e)
+        if d is FLOAT16:
+            return cast("float", ref)
+        if d is BFLOAT16:
+            return call("pt__bf16_to_f32", ref)
+        return ref
+
+    def cast_expr(self, e: Cast, d: DType) -> C:
+        """An explicit conversion."""
+        return self.conv(e.operand, dtypes.dtype(e.dtype))
+
+    def unary(self, e: Unary, d: DType) -> C:
+        """A negation, in the operation's type."""
+        return self.narrow(d, neg(self.conv(e.operand, d)))
 
     def narrow(self, d: DType, x: C) -> C:
         """Integer results narrower than ``int`` are truncated back to their type (wrap-around)."""
@@ -227,3 +235,9 @@ class CExprPrinter:
         name = {"abs": "fabs", "floor": "floor", "ceil": "ceil", "exp": "exp", "log": "log", "sqrt": "sqrt",
                 "tanh": "tanh", "erf": "erf"}[f]
         return self.rnd(d, call(name + suffix, x))
+
+
+#: The method of :class:`CExprPrinter` that prints each kind of expression node (:meth:`~CExprPrinter.expr`).
+_PRINTERS: dict[type, str] = {
+    Const: "const", Var: "var", Access: "access", Cast: "cast_expr", Unary: "unary", Binary: "binary", Call: "call",
+}

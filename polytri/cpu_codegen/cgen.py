@@ -17,15 +17,11 @@ from ..ir.program import Program, Statement
 from ..ir.types import program_typer
 from ..schedule.loop_ast import Block, For, If, Node, Run, run_counts, walk
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
-from .contraction import (
-    Contraction,
-    contraction_lines,
-    epilogue_iterators,
-    find_contraction,
-    find_domain_contraction,
-    micro_kernel,
-    zero_init_fuses,
-)
+from .contraction import find_contraction, find_domain_contraction
+from .contraction_fusion import epilogue_iterators, zero_init_fuses
+from .contraction_model import Contraction
+from .microkernel import micro_kernel
+from .packing import contraction_lines
 from .prelude import prelude
 from .private import local_name, private_arrays
 
@@ -136,8 +132,9 @@ class _Printer:
                 init = k + 1 < len(body) and self.folds_init(body[k], body[k + 1])
                 at = k + 1 if init else k
                 epilogue = self.folds_epilogue(body[at], body[at + 1]) if at + 1 < len(body) else None
-                if init or epilogue is not None:
-                    self.loop(body[at], depth, in_parallel, zero_init=init, epilogue=epilogue)  # type: ignore[arg-type]
+                nest = body[at]
+                if (init or epilogue is not None) and isinstance(nest, For):  # always a For: beside() pairs loops
+                    self.loop(nest, depth, in_parallel, zero_init=init, epilogue=epilogue)
                     k = at + 1 + (epilogue is not None)
                     continue
                 self.node(body[k], depth, in_parallel)
@@ -171,14 +168,14 @@ class _Printer:
 
     def folds_init(self, first: Node, second: Node) -> bool:
         """Whether the top-level nest ``first`` only zeroes what the contraction nest ``second``, just after
-        it, computes: the contraction then zeroes it itself (:func:`.contraction.zero_init_fuses`)."""
+        it, computes: the contraction then zeroes it itself (:func:`.contraction_fusion.zero_init_fuses`)."""
         pair = self.beside(second, first)
         return pair is not None and zero_init_fuses(pair[1], pair[0], self.p)
 
     def folds_epilogue(self, first: Node, second: Node) -> tuple[Statement, tuple[tuple[str, str], ...]] | None:
         """The statement of the top-level nest ``second`` and where its iterators come from, when it can run
         on each register block of the contraction nest ``first``, just before it, as soon as the block's
-        sums are complete (:func:`.contraction.epilogue_iterators`)."""
+        sums are complete (:func:`.contraction_fusion.epilogue_iterators`)."""
         pair = self.beside(first, second)
         at = None if pair is None else epilogue_iterators(pair[1], pair[0], self.p)
         return None if pair is None or at is None else (pair[1], at)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from ..errors import public
 from ..ir.program import Program
+from ..pipeline.decisions import Decision
 from ..runtime.args import bind, is_torch_tensor
 from ..runtime.compiled import CompiledKernel
 from ..schedule.dependences import Dependences
@@ -49,7 +51,7 @@ class CpuKernel(CompiledKernel):
     """``pt.compile(program, target="cpu")``: call it with keyword arguments; it runs in place."""
 
     def __init__(self, program: Program, schedule: Schedule, deps: Dependences, source: str, library: Path,
-                 function: str, options: dict[str, Any], decisions: list[str], *,
+                 function: str, options: dict[str, Any], decisions: Sequence[Decision | str], *,
                  local_arrays: frozenset[str] = frozenset(), epilogue_arrays: frozenset[str] = frozenset()):
         super().__init__(program, schedule, deps, options, decisions, "cpu")
         self.source = source

@@ -53,6 +53,10 @@ def _slice_position(loop: For, st: Statement, args: tuple, acc: Access) -> set[i
     return out
 
 
+Use = tuple[Statement, tuple, Access]
+"""An access of a statement, with the arguments that run the statement in the loop."""
+
+
 def private_arrays(loop: For, program: Program, candidates: frozenset[str], runs: Counter[str],
                    contracted: Iterable[str] = ()) -> dict[str, int]:
     """Each array of ``candidates`` that can live in a buffer local to one iteration of ``loop``, with the
@@ -61,38 +65,16 @@ def private_arrays(loop: For, program: Program, candidates: frozenset[str], runs
     if not candidates:
         return {}
     inside = run_counts(loop.body)
-    uses: dict[str, list[tuple[Statement, tuple, Access]]] = {}
-    for r in walk(loop.body):
-        if not isinstance(r, Run):
-            continue
-        st = program.statement(r.statement)
-        for acc in (st.target, *accesses(st.value)):
-            if acc.array in candidates:
-                uses.setdefault(acc.array, []).append((st, r.args, acc))
     out: dict[str, int] = {}
     total = 0
     skip = set(contracted)
-    for array, found in uses.items():
-        if array in skip:
+    for array, found in _uses(loop, program, candidates).items():
+        if array in skip or not _only_inside(program, array, inside, runs):
             continue
-        users = {s.name for s in program.statements
-                   if s.target.array == array or any(a.array == array for a in accesses(s.value))}
-        if any(inside[u] != runs[u] for u in users):
+        p = _common_slice_position(loop, found)
+        size = None if p is None else _slice_bytes(program, array, p)
+        if p is None or size is None:
             continue
-        common: set[int] | None = None
-        for st, args, acc in found:
-            pos = _slice_position(loop, st, args, acc)
-            common = pos if common is None else common & pos
-        if not common:
-            continue
-        p = min(common)
-        a = program.array(array)
-        extents = [const_value(e) for k, e in enumerate(a.shape) if k != p]
-        if any(x is None for x in extents):
-            continue
-        size = dtypes.dtype(a.dtype).itemsize
-        for x in extents:
-            size *= max(x, 1)
         if total + size > MAX_BYTES:
             log.info("%s: %s's slice (%d bytes) does not fit in the loop's local buffers", program.name, array,
                      size)
@@ -100,3 +82,44 @@ def private_arrays(loop: For, program: Program, candidates: frozenset[str], runs
         total += size
         out[array] = p
     return out
+
+
+def _uses(loop: For, program: Program, candidates: frozenset[str]) -> dict[str, list[Use]]:
+    """The accesses of each array of ``candidates`` in the body of ``loop``."""
+    uses: dict[str, list[Use]] = {}
+    for r in walk(loop.body):
+        if not isinstance(r, Run):
+            continue
+        st = program.statement(r.statement)
+        for acc in (st.target, *accesses(st.value)):
+            if acc.array in candidates:
+                uses.setdefault(acc.array, []).append((st, r.args, acc))
+    return uses
+
+
+def _only_inside(program: Program, array: str, inside: Counter[str], runs: Counter[str]) -> bool:
+    """Whether every statement that accesses ``array`` runs all its instances inside the loop (``inside``
+    counts them there, ``runs`` in the whole loop AST)."""
+    users = {s.name for s in program.statements
+             if s.target.array == array or any(a.array == array for a in accesses(s.value))}
+    return all(inside[u] == runs[u] for u in users)
+
+
+def _common_slice_position(loop: For, found: list[Use]) -> int | None:
+    """The first subscript position at which every access of ``found`` is the counter of ``loop``."""
+    common: set[int] | None = None
+    for st, args, acc in found:
+        pos = _slice_position(loop, st, args, acc)
+        common = pos if common is None else common & pos
+    return min(common) if common else None
+
+
+def _slice_bytes(program: Program, array: str, p: int) -> int | None:
+    """Bytes of a slice of ``array`` at a fixed subscript ``p``, or ``None`` when an extent is not constant."""
+    a = program.array(array)
+    size = dtypes.dtype(a.dtype).itemsize
+    for x in (const_value(e) for k, e in enumerate(a.shape) if k != p):
+        if x is None:
+            return None
+        size *= max(x, 1)
+    return size

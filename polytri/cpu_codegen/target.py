@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from ..fusion.cost import BALANCE
 from ..ir.program import Program
+from ..pipeline.decisions import Decision
 from ..pipeline.options import CpuOptions
 from ..pipeline.target import Target
 from ..schedule.choose import choose_schedule
@@ -15,7 +16,8 @@ from ..schedule.loop_ast import Node
 from ..schedule.schedule import Schedule
 from .build import DEFAULT_FLAGS, build_library, vector_math_flags
 from .cgen import CodegenOptions, generate_c
-from .contraction import describe, read_back_by_epilogues
+from .contraction_fusion import read_back_by_epilogues
+from .contraction_model import describe
 from .kernel import CpuKernel
 
 
@@ -31,17 +33,17 @@ class CpuTarget(Target):
         return choose_schedule(program, deps, opts["schedule"], opts["fuse"], opts["tile"], opts["tile_size"])
 
     def generate(self, program: Program, deps: Dependences, schedule: Schedule, ast: Node, *,
-                 opts: dict[str, Any], decisions: list[str], scratch: frozenset[str],
+                 opts: dict[str, Any], decisions: list[Decision], scratch: frozenset[str],
                  dump: Callable[[str], None]) -> CpuKernel:
         cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"], microkernel=opts["microkernel"],
                             fma=opts["fma"], scratch=scratch)
         function = f"pt_{program.name}"
         source, contractions, local = generate_c(program, ast, function=function, options=cg)
-        decisions = decisions + [describe(c) for c in contractions]
+        made: list[Decision | str] = [*decisions, *(describe(c) for c in contractions)]
         flags = (DEFAULT_FLAGS + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ())
                  + (vector_math_flags(opts["cc"]) if opts["simd"] else ()) + opts["cflags"])
         dump(source)  # before the build, which may fail
         library = build_library(source, cc=opts["cc"], flags=flags)
-        decisions.append(f"built with {opts['cc']} {' '.join(flags)}")
-        return CpuKernel(program, schedule, deps, source, library, function, opts, decisions, local_arrays=local,
+        made.append(f"built with {opts['cc']} {' '.join(flags)}")
+        return CpuKernel(program, schedule, deps, source, library, function, opts, made, local_arrays=local,
                          epilogue_arrays=read_back_by_epilogues(program, contractions))

@@ -38,7 +38,7 @@ from ..ir.affine import linear
 from ..ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, accesses, substitute, transform
 from ..ir.program import Program, Statement
 from ..schedule.dependences import follows_writes
-from .cost import recomputation
+from .cost import Recomputation, recomputation
 
 log = logging.getLogger("polytri.fusion")
 
@@ -144,53 +144,82 @@ def inline_producers(program: Program, temporaries: Iterable[str], *, max_nodes:
     decisions: list[str] = []
     names = {a.name for a in program.arrays}
     for array in [t for t in temporaries if t in names]:
-        written = {s.target.array for s in program.statements}
-        found = _candidate(program, array, written, max_nodes, settled_inputs)
-        if isinstance(found, str):
-            decisions.append(f"temporary {array} kept in memory: {found}")
-            continue
-        p = found
-        readers = [s for s in program.statements if s is not p and any(a.array == array for a in s.reads)]
-        why = None
-        for r in readers:
-            reads = [a for a in r.reads if a.array == array]
-            if len(reads) > max_reads:
-                why = f"{r.name} reads {array} {len(reads)} times (budget {max_reads})"
-            for acc in reads:
-                why = why or _written_before_read(program, p, r, acc)
-                why = why or (_broadcast_read(program, r, acc) if balance is not None else None)
-        cost = None
-        if balance is not None and not why:
-            n_reads = sum(1 for r in readers for a in r.reads if a.array == array)
-            cost = recomputation(_size(p.value, leaf=0), n_reads,
-                                 dtypes.dtype(program.array(array).dtype).itemsize, balance)
-            if not cost.pays:
-                why = f"recomputing {p.name} does not pay: {cost}"
-        if why:
-            decisions.append(f"temporary {array} kept in memory: {why}")
-            continue
-        solution = _solve(p)
-        assert solution is not None
-
-        def recompute(n: Expr, p: Statement = p, solution: dict = solution, array: str = array) -> Expr | None:
-            """A read of ``array`` as the producer's value at the instance that wrote the element."""
-            if not (isinstance(n, Access) and n.array == array):
-                return None
-            env = {it: _offset(n.index[pos], k) for it, (pos, k) in solution.items()}
-            return substitute(p.value, env)
-
-        statements = []
-        for s in program.statements:
-            if s is p:
-                continue
-            if s in readers:
-                s = replace(s, value=transform(s.value, recompute))
-            statements.append(s)
-        program = replace(program, statements=tuple(statements))
-        decisions.append(f"{p.name} ({p.text()}) recomputed in {', '.join(r.name for r in readers) or 'no statement'}; "
-                         f"temporary {array} is not written" + (f" ({cost})" if cost is not None else ""))
-        log.info("%s: %s", program.name, decisions[-1])
+        program, decision = _inline(program, array, max_nodes=max_nodes, max_reads=max_reads,
+                                    settled_inputs=settled_inputs, balance=balance)
+        decisions.append(decision)
     for d in decisions:
         if "kept in memory" in d:
             log.info("%s: %s", program.name, d)
     return program, decisions
+
+
+def _inline(program: Program, array: str, *, max_nodes: int, max_reads: int, settled_inputs: bool,
+            balance: float | None) -> tuple[Program, str]:
+    """``program`` with the producer of temporary ``array`` recomputed in its readers where it can and (with
+    a ``balance``) it pays, and the decision; the program is unchanged when the array is kept in memory."""
+    written = {s.target.array for s in program.statements}
+    found = _candidate(program, array, written, max_nodes, settled_inputs)
+    if isinstance(found, str):
+        return program, f"temporary {array} kept in memory: {found}"
+    p = found
+    readers = [s for s in program.statements if s is not p and any(a.array == array for a in s.reads)]
+    why = _unsafe_reads(program, p, readers, array, max_reads, broadcast=balance is not None)
+    cost = None
+    if balance is not None and not why:
+        cost = _cost(program, p, readers, array, balance)
+        if not cost.pays:
+            why = f"recomputing {p.name} does not pay: {cost}"
+    if why:
+        return program, f"temporary {array} kept in memory: {why}"
+    program = _recomputed(program, p, readers, array)
+    decision = (f"{p.name} ({p.text()}) recomputed in {', '.join(r.name for r in readers) or 'no statement'}; "
+                f"temporary {array} is not written" + (f" ({cost})" if cost is not None else ""))
+    log.info("%s: %s", program.name, decision)
+    return program, decision
+
+
+def _unsafe_reads(program: Program, p: Statement, readers: list[Statement], array: str, max_reads: int, *,
+                  broadcast: bool) -> str | None:
+    """Why the reads of ``array`` by ``readers`` cannot see ``p``'s value recomputed (too many reads in
+    one reader, a read before the write, with ``broadcast`` an element read at several instances), or
+    ``None``.  A reader with too many reads overrides an earlier reason; otherwise the first one found
+    is kept."""
+    why = None
+    for r in readers:
+        reads = [a for a in r.reads if a.array == array]
+        if len(reads) > max_reads:
+            why = f"{r.name} reads {array} {len(reads)} times (budget {max_reads})"
+        for acc in reads:
+            why = why or _written_before_read(program, p, r, acc)
+            why = why or (_broadcast_read(program, r, acc) if broadcast else None)
+    return why
+
+
+def _cost(program: Program, p: Statement, readers: list[Statement], array: str, balance: float) -> Recomputation:
+    """The cost of recomputing ``p`` at every read of ``array`` by ``readers`` (:mod:`.cost`)."""
+    n_reads = sum(1 for r in readers for a in r.reads if a.array == array)
+    return recomputation(_size(p.value, leaf=0), n_reads, dtypes.dtype(program.array(array).dtype).itemsize,
+                         balance)
+
+
+def _recomputed(program: Program, p: Statement, readers: list[Statement], array: str) -> Program:
+    """``program`` without ``p``, each read of ``array`` by ``readers`` replaced by ``p``'s value at the
+    instance that wrote the element."""
+    solution = _solve(p)
+    assert solution is not None
+
+    def recompute(n: Expr) -> Expr | None:
+        """A read of ``array`` as the producer's value at the instance that wrote the element."""
+        if not (isinstance(n, Access) and n.array == array):
+            return None
+        env = {it: _offset(n.index[pos], k) for it, (pos, k) in solution.items()}
+        return substitute(p.value, env)
+
+    statements = []
+    for s in program.statements:
+        if s is p:
+            continue
+        if s in readers:
+            s = replace(s, value=transform(s.value, recompute))
+        statements.append(s)
+    return replace(program, statements=tuple(statements))

@@ -111,8 +111,8 @@ def _frame(st: Statement, index: tuple[Expr, ...], frame: tuple[Expr, ...], extr
     if len(left) > (extra is not None) or (extra is not None and not left):
         raise NoMatch(f"{st.name}'s loops are not the softmax's rows and columns"
                        + (" and one of its own" if extra else ""))
-    if left:
-        names[left[0]] = extra  # type: ignore[assignment]
+    if left and extra is not None:  # one iterator left: the frame's ``extra`` one (checked above)
+        names[left[0]] = extra
     return names
 
 
@@ -215,9 +215,23 @@ def match(program: Program, red: Statement, temporaries: set[str]) -> Chain:
 
 def _check_values(program: Program, c: Chain, temporaries: set[str]) -> None:
     """The right-hand sides, arrays and readers of the module docstring."""
+    _check_arrays(program, c, temporaries)
+    _check_expressions(c)
+    _check_indexing(c)
+
+
+def _chain_arrays(c: Chain) -> tuple[str, str, str, str, str, str]:
+    """The arrays of the chain: the product ``S``, the maximum ``M``, the exponentials ``E``, the sum ``L``,
+    the normalized weights ``P`` and the output."""
     S, M, E, L, P, Out = (st.target.array for st in (c.s_init, c.m_red, c.exp, c.l_red, c.norm, c.o_red))
-    chain_arrays = {S, M, E, L, P, Out}
-    if len(chain_arrays) != 6:
+    return S, M, E, L, P, Out
+
+
+def _check_arrays(program: Program, c: Chain, temporaries: set[str]) -> None:
+    """The chain's arrays are distinct, ``S`` has no other reader, ``S``, ``E`` and ``P`` are temporaries,
+    and ``P`` has the maximum's type (it holds the block maximum in the online form)."""
+    S, M, E, L, P, Out = _chain_arrays(c)
+    if len({S, M, E, L, P, Out}) != 6:
         raise NoMatch("the softmax's arrays are not distinct")
     readers = program.readers(S) - {c.s_red.name, c.m_init.name, c.m_red.name, c.exp.name}
     if readers:
@@ -228,6 +242,14 @@ def _check_values(program: Program, c: Chain, temporaries: set[str]) -> None:
     if program.array(P).dtype != program.array(M).dtype:
         raise NoMatch(f"{P} cannot hold the block maximum: it is {program.array(P).dtype}, "
                        f"{M} {program.array(M).dtype}")
+
+
+def _check_expressions(c: Chain) -> None:
+    """The right-hand sides: zero initializations, a sum of products, the maximum seeded with the first
+    column, ``exp(g - max)``, the sum of the exponentials, their product with a factor free of the columns,
+    and the output's sum of ``P`` times values computed before."""
+    S, M, E, L, P, Out = _chain_arrays(c)
+    chain_arrays = {S, M, E, L, P, Out}
     if not (_is_zero(c.value(c.s_init)) and _is_zero(c.value(c.l_init)) and _is_zero(c.value(c.o_init))):
         raise NoMatch(f"{S}, {L} or {Out} does not start from zero")
     product = sum_term(c.value(c.s_red), c.target(c.s_red))
@@ -248,12 +270,18 @@ def _check_values(program: Program, c: Chain, temporaries: set[str]) -> None:
     p_read, rest = product_factor(sum_term(c.value(c.o_red), c.target(c.o_red)), P)
     if p_read != p_acc or {a.array for a in accesses(rest)} & chain_arrays:
         raise NoMatch(f"{c.o_red.name} does not sum {P} times values computed before")
-    for a in m_acc.index + c.target(c.l_red).index:
-        if var_names(a, "iter") - set(c.rows):
+
+
+def _check_indexing(c: Chain) -> None:
+    """The row arrays are indexed by the rows only, the output by the rows and its own columns, and the
+    arrays that hold blocks by the columns at exactly one subscript."""
+    _, M, _, L, _, Out = _chain_arrays(c)
+    for sub in c.target(c.m_red).index + c.target(c.l_red).index:
+        if var_names(sub, "iter") - set(c.rows):
             raise NoMatch(f"the row arrays {M} and {L} are indexed by more than the rows")
     if var_names(c.target(c.o_red), "iter") != set(c.rows) | {c.d}:
         raise NoMatch(f"{Out} is not indexed by the rows and its own columns")
-    for acc in (c.target(c.s_init), e_acc, p_acc):  # their storage holds the blocks
+    for acc in (c.target(c.s_init), c.target(c.exp), c.target(c.norm)):  # their storage holds the blocks
         if sum(1 for e in acc.index if e == Var(c.r, "iter")) != 1:
             raise NoMatch(f"{acc.array} is not indexed by the columns at one subscript")
 

@@ -54,15 +54,8 @@ def _access_score(st: Statement, d: list[sympy.Rational]) -> tuple[int, int]:
     """(score, number of stride-1 accesses) of ``st``'s accesses along direction ``d``."""
     score = stride1 = 0
     for acc in (st.target, *st.reads):
-        moves = []
-        for sub in acc.index:
-            form = linear(sub)
-            if form is None:
-                moves.append(None)
-                continue
-            coeffs, _ = form
-            moves.append(sum(coeffs.get(it, 0) * d[k] for k, it in enumerate(st.iterators)))
-        if any(m is None for m in moves):
+        moves = _moves(st, acc, d)
+        if moves is None:
             continue
         kind = _motion(moves)
         if kind == "invariant":
@@ -71,6 +64,19 @@ def _access_score(st: Statement, d: list[sympy.Rational]) -> tuple[int, int]:
             score += 2
             stride1 += 1
     return score, stride1
+
+
+def _moves(st: Statement, acc: Access, d: list[sympy.Rational]) -> list[sympy.Rational] | None:
+    """How far each subscript of ``acc`` (in ``st``) moves per step along direction ``d``, or ``None``
+    when a subscript is not affine."""
+    moves: list[sympy.Rational] = []
+    for sub in acc.index:
+        form = linear(sub)
+        if form is None:
+            return None
+        coeffs, _ = form
+        moves.append(sum(coeffs.get(it, 0) * d[k] for k, it in enumerate(st.iterators)))
+    return moves
 
 
 def _motion(moves: Sequence[sympy.Rational]) -> str:

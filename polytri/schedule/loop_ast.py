@@ -85,13 +85,16 @@ def loop_upper(loop: For) -> Expr | None:
             return c.rhs
     return None
 
+# islpy names the enum members that are Python keywords with a trailing underscore (``and_``, ``or_``,
+# ``for_``, ``if_``); its type stubs leave them out, hence the ``attr-defined`` ignores on them below.
 _OPS = {
     isl.ast_expr_op_type.add: "+", isl.ast_expr_op_type.sub: "-", isl.ast_expr_op_type.mul: "*",
     isl.ast_expr_op_type.eq: "==", isl.ast_expr_op_type.le: "<=", isl.ast_expr_op_type.lt: "<",
     isl.ast_expr_op_type.ge: ">=", isl.ast_expr_op_type.gt: ">",
-    isl.ast_expr_op_type.and_:  # type: ignore[attr-defined]
-    "and", isl.ast_expr_op_type.and_then: "and",
-    isl.ast_expr_op_type.or_: "or", isl.ast_expr_op_type.or_else: "or",
+    isl.ast_expr_op_type.and_: "and",  # type: ignore[attr-defined]  # stub gap: keyword-named member
+    isl.ast_expr_op_type.and_then: "and",
+    isl.ast_expr_op_type.or_: "or",  # type: ignore[attr-defined]  # stub gap: keyword-named member
+    isl.ast_expr_op_type.or_else: "or",
     isl.ast_expr_op_type.fdiv_q: "//", isl.ast_expr_op_type.pdiv_q: "//", isl.ast_expr_op_type.div: "//",
     isl.ast_expr_op_type.pdiv_r: "%", isl.ast_expr_op_type.zdiv_r: "%",
 }
@@ -145,7 +148,7 @@ class _Converter:
         if kind == isl.ast_node_type.block:
             children = n.block_get_children()
             return Block(tuple(self.node(children.get_at(i)) for i in range(children.n_ast_node())))
-        if kind == isl.ast_node_type.for_:
+        if kind == isl.ast_node_type.for_:  # type: ignore[attr-defined]  # stub gap: keyword-named member
             var = n.for_get_iterator().get_id().get_name()
             m = _COUNTER.match(var)
             assert m, f"unexpected loop counter name {var}"
@@ -155,7 +158,7 @@ class _Converter:
             stmts = frozenset(r.statement for r in walk(body) if isinstance(r, Run))
             return For(var, dim, self.expr(n.for_get_init()), self.expr(n.for_get_cond()), step, body,
                        self.parallel(dim, stmts), not _has_loop(body))
-        if kind == isl.ast_node_type.if_:
+        if kind == isl.ast_node_type.if_:  # type: ignore[attr-defined]  # stub gap: keyword-named member
             orelse = self.node(n.if_get_else_node()) if n.if_has_else_node() else None
             return If(self.expr(n.if_get_cond()), self.node(n.if_get_then_node()), orelse)
         if kind == isl.ast_node_type.user:

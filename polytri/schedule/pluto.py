@@ -115,7 +115,7 @@ def _orthogonal_complement(rows: list[tuple[int, ...]], m: int) -> list[tuple[in
     return out
 
 
-def _independence(state: _State, names: list[str], lazy: bool) -> isl.BasicSet | isl.Set:
+def _independence(state: _State, names: list[str], lazy: bool) -> isl.BasicSet:
     """Constraints making the new row independent of each listed statement's rows (eager), or of at
     least one statement's (lazy)."""
     lay = state.layout
@@ -180,8 +180,12 @@ def _lexmin(space_set: isl.BasicSet | isl.Set) -> dict[str, int] | None:
         raise SchedulingError(f"the hyperplane ILP exceeded its budget or failed: {exc}") from None
     finally:
         ctx.set_max_operations(0)
-    names = [best.get_dim_name(isl.dim_type.set, i) for i in range(best.dim(isl.dim_type.set))]
-    return {n: int(pt.get_coordinate_val(isl.dim_type.set, i).to_python()) for i, n in enumerate(names)}
+    values: dict[str, int] = {}
+    for i in range(best.dim(isl.dim_type.set)):
+        name = best.get_dim_name(isl.dim_type.set, i)
+        assert name is not None, "every unknown of the layout's space is named"
+        values[name] = int(pt.get_coordinate_val(isl.dim_type.set, i).to_python())
+    return values
 
 
 def _row_from_solution(layout: Layout, sol: dict[str, int]) -> Row:
@@ -438,46 +442,64 @@ def pluto_schedule(program: Program, deps: Dependences, *, fuse: str = "smart") 
     else:
         _initial_cut(state, fuse, pieces)
         pieces = _uncarried(pieces, state.rows, program)
-    guard = 0
-    while True:
-        guard += 1
-        if guard > 4 * (program.depth + 2) * max(1, len(program.statements)):
-            raise SchedulingError(f"{program.name}: the scheduler did not converge")
-        done = all(state.full_rank(n) for n, _ in lay.statements)
-        if done and not pieces:
-            break
-        band_rows: list[Row] = []
-        if not done:
-            constraints = bounds
-            for p in pieces:
-                constraints = constraints.intersect(validity(lay, p)).intersect(bounding(lay, p))
-            first = len(state.rows)
-            band_rows = _find_band(state, pieces, constraints)
-            if band_rows:
-                state.bands.append(Band(first, len(band_rows)))
-                pieces = _uncarried(pieces, band_rows, program)
-                continue
-        if not pieces:
-            raise SchedulingError(f"{program.name}: no independent hyperplane within the coefficient bounds")
-        comps = _components_in_order(program, _dep_graph(program, pieces))
-        where = {n: k for k, comp in enumerate(comps) for n in comp}
-        if any(where[p.get_tuple_name(isl.dim_type.in_)] != where[p.get_tuple_name(isl.dim_type.out)] for p in pieces):
-            _cut(state, comps, "no further permutable hyperplane; distributing the strongly connected components")
-            pieces = _uncarried(pieces, state.rows[-1:], program)
-            continue
-        row = _carrying_row(state, pieces, bounds)
-        if row is None:
-            raise SchedulingError(f"{program.name}: no hyperplane satisfies the remaining dependences, and they "
-                                  f"lie within strongly connected components that a cut cannot separate")
-        state.bands.append(Band(len(state.rows), 1))
-        state.rows.append(row)
-        pieces = _uncarried(pieces, [row], program)
+    _complete(state, pieces, bounds)
     placement = {s.name: tuple(r.consts[s.name] for r in state.rows if r.scalar) for s in program.statements}
     if len(set(placement.values())) < len(program.statements) and not (state.rows and state.rows[-1].scalar):
         order = [[s.name] for s in program.statements]
         _cut(state, order, "orders statements that share every loop (no dependence between them remains)")
     _reorder_bands(state, deps)
     return _as_schedule(state, deps)
+
+
+def _complete(state: _State, pieces: list[isl.BasicMap], bounds: isl.BasicSet) -> None:
+    """Add rows (:func:`_next_rows`) until every statement is full rank and every dependence piece is
+    carried; :class:`SchedulingError` when that takes too many steps."""
+    program = state.program
+    for _ in range(4 * (program.depth + 2) * max(1, len(program.statements))):
+        done = all(state.full_rank(n) for n, _ in state.layout.statements)
+        if done and not pieces:
+            return
+        pieces = _next_rows(state, pieces, bounds, done)
+    raise SchedulingError(f"{program.name}: the scheduler did not converge")
+
+
+def _next_rows(state: _State, pieces: list[isl.BasicMap], bounds: isl.BasicSet, done: bool) -> list[isl.BasicMap]:
+    """One step of the scheduler: a band of permutable hyperplanes while some statement is not full rank
+    (``done``), else a cut between strongly connected components, else a row carrying a dependence piece;
+    returns the pieces left."""
+    program = state.program
+    if not done:
+        band_rows = _next_band(state, pieces, bounds)
+        if band_rows:
+            return _uncarried(pieces, band_rows, program)
+    if not pieces:
+        raise SchedulingError(f"{program.name}: no independent hyperplane within the coefficient bounds")
+    comps = _components_in_order(program, _dep_graph(program, pieces))
+    where = {n: k for k, comp in enumerate(comps) for n in comp}
+    if any(where[p.get_tuple_name(isl.dim_type.in_)] != where[p.get_tuple_name(isl.dim_type.out)] for p in pieces):
+        _cut(state, comps, "no further permutable hyperplane; distributing the strongly connected components")
+        return _uncarried(pieces, state.rows[-1:], program)
+    row = _carrying_row(state, pieces, bounds)
+    if row is None:
+        raise SchedulingError(f"{program.name}: no hyperplane satisfies the remaining dependences, and they "
+                              f"lie within strongly connected components that a cut cannot separate")
+    state.bands.append(Band(len(state.rows), 1))
+    state.rows.append(row)
+    return _uncarried(pieces, [row], program)
+
+
+def _next_band(state: _State, pieces: list[isl.BasicMap], bounds: isl.BasicSet) -> list[Row]:
+    """A band of hyperplanes valid and bounded for every remaining dependence piece (:func:`_find_band`),
+    recorded in ``state`` when not empty."""
+    lay = state.layout
+    constraints = bounds
+    for p in pieces:
+        constraints = constraints.intersect(validity(lay, p)).intersect(bounding(lay, p))
+    first = len(state.rows)
+    band_rows = _find_band(state, pieces, constraints)
+    if band_rows:
+        state.bands.append(Band(first, len(band_rows)))
+    return band_rows
 
 
 def _reorder_bands(state: _State, deps: Dependences) -> None:

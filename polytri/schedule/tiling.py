@@ -81,8 +81,27 @@ def tile_band(schedule: Schedule, band: Band, sizes: tuple[int, ...], deps: Depe
     """``schedule`` with ``band`` tiled by ``sizes`` (and a wavefront over the tiles if none of the tile
     loops would be parallel otherwise; with ``intra_tile``, a wavefront over the points of a tile when its
     innermost loop is a recurrence)."""
-    nd = schedule.ndim
     dims = list(band.dims)
+    first = dims[0]
+    tiled, par, wavefront = _tiled_map(schedule, dims, sizes, deps)
+    scalar = list(schedule.scalar or (False,) * schedule.ndim)
+    scalar[first:first] = [False] * len(dims)
+    what = (f"band {schedule.bands.index(band)} tiled {'x'.join(map(str, sizes))}"
+            + (" with a wavefront over tiles (no tile loop was parallel)" if wavefront else ""))
+    log.info("%s", what)
+    out = replace(schedule, map=tiled, parallel=par, bands=_shifted_bands(schedule.bands, band, first, len(dims)),
+                  scalar=tuple(scalar), rows=_tiled_rows(schedule, dims, sizes, wavefront),
+                  decisions=schedule.decisions + (what,),
+                  origin=schedule.origin if schedule.origin.endswith("+tiled") else schedule.origin + "+tiled")
+    return _point_wavefront(out, Band(first + len(dims), len(dims)), deps) if intra_tile else out
+
+
+def _tiled_map(schedule: Schedule, dims: list[int], sizes: tuple[int, ...], deps: Dependences
+               ) -> tuple[isl.UnionMap, tuple[bool, ...], bool]:
+    """The schedule's map with a tile dimension ``floor(c_d / s_d)`` inserted before the band for each of
+    its dimensions ``dims``, its parallel dimensions, and whether the first tile dimension was replaced by
+    the sum of the first two (a wavefront: no tile dimension was parallel)."""
+    nd = schedule.ndim
     outs: list[str] = []
     conds: list[str] = []
     for k in range(nd):
@@ -100,9 +119,15 @@ def tile_band(schedule: Schedule, band: Band, sizes: tuple[int, ...], deps: Depe
         outs2[first] = f"c{first} + c{first + 1}"
         tiled = _transform(tiled, nd + len(dims), outs2, [])
         par = parallel_dimensions(tiled, deps)
+    return tiled, par, wavefront
+
+
+def _tiled_rows(schedule: Schedule, dims: list[int], sizes: tuple[int, ...], wavefront: bool
+                ) -> tuple[dict[str, str], ...]:
+    """The schedule's rows (as text) with the tile rows ``tile(row, size)`` inserted before the band."""
     rows = []
-    for k, row in enumerate(schedule.rows or ({},) * nd):
-        if k == first:
+    for k, row in enumerate(schedule.rows or ({},) * schedule.ndim):
+        if k == dims[0]:
             for j, (d, s) in enumerate(zip(dims, sizes)):
                 if wavefront and j == 0:
                     rows.append({n: f"tile({schedule.rows[d][n]}, {s}) + tile({schedule.rows[dims[1]][n]}, "
@@ -110,25 +135,22 @@ def tile_band(schedule: Schedule, band: Band, sizes: tuple[int, ...], deps: Depe
                 else:
                     rows.append({n: f"tile({schedule.rows[d][n]}, {s})" for n in row})
         rows.append(row)
-    scalar = list(schedule.scalar or (False,) * nd)
-    scalar[first:first] = [False] * len(dims)
-    shift = len(dims)
-    bands = []
-    for b in schedule.bands:
+    return tuple(rows)
+
+
+def _shifted_bands(bands: tuple[Band, ...], band: Band, first: int, width: int) -> tuple[Band, ...]:
+    """``bands`` after ``width`` tile dimensions are inserted at ``first`` for ``band``: the tile band and
+    the point band in its place, the bands after it shifted."""
+    out = []
+    for b in bands:
         if b == band:
-            bands.append(Band(first, len(dims)))
-            bands.append(Band(first + shift, len(dims)))
+            out.append(Band(first, width))
+            out.append(Band(first + width, width))
         elif b.first > first:
-            bands.append(Band(b.first + shift, b.width))
+            out.append(Band(b.first + width, b.width))
         else:
-            bands.append(b)
-    what = (f"band {schedule.bands.index(band)} tiled {'x'.join(map(str, sizes))}"
-            + (" with a wavefront over tiles (no tile loop was parallel)" if wavefront else ""))
-    log.info("%s", what)
-    out = replace(schedule, map=tiled, parallel=par, bands=tuple(bands), scalar=tuple(scalar),
-                  rows=tuple(rows), decisions=schedule.decisions + (what,),
-                  origin=schedule.origin if schedule.origin.endswith("+tiled") else schedule.origin + "+tiled")
-    return _point_wavefront(out, Band(first + shift, len(dims)), deps) if intra_tile else out
+            out.append(b)
+    return tuple(out)
 
 
 def _carried(schedule: isl.UnionMap, deps: isl.UnionMap, dim: int) -> isl.Set | None:

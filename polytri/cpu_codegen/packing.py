@@ -1,0 +1,334 @@
+"""The C of a packed contraction nest (:mod:`.contraction`): panels, micro-kernel calls and the fallback.
+
+The printed nest, for the calling thread's share of the batch points, rows or columns:
+
+* the bounds of the rows and columns, the boxes of the summed and batch iterators (origins, extents and
+  strides, enumerated flat), and the thread's share;
+* the panels: ``KC x NC`` of ``R`` and ``MR x KC`` of ``L`` (aligned heap buffers; with
+  :attr:`~.contraction_model.Contraction.pack_l_once`, ``L`` packed once for every batch point when it
+  fits), and the run-time check that ``L`` is finite where zero-padded panels are summed;
+* for each batch point, each block of ``NC`` columns and ``KC`` sums: ``R`` packed, then for each block
+  of ``MR`` rows ``L`` packed and one micro-kernel call per ``NR`` columns (the edge variant on ragged
+  blocks), and the epilogue on each block once its sums are complete;
+* the fallback, when the panels could not be allocated or ``L`` is not finite: the same sums with ``k``
+  in order, in plain loops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..ir.expr import Access, Expr, var_names
+from .blocking import WHOLE_L_BYTES, blocking
+from .cexpr import comment, index_expr
+from .contraction_model import Contraction
+
+Env = dict[str, str]
+"""The C value of some statement iterators."""
+
+
+def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Callable[[Access], str],
+                      bind: Callable[[Env, tuple[Expr, ...]], list[str]],
+                      assign: Callable[[Env], list[str]], ldc: str, threads: bool,
+                      epilogue: Callable[[Env], list[str]] | None = None) -> list[str]:
+    """C statements computing the nest ``c`` (indented by two spaces per level from 0).
+
+    ``value(e)`` prints a factor converted to the nest's type, ``ref(a)`` an array element, ``bind(env,
+    exprs)`` the declarations of the statement iterators that ``exprs`` use (``env`` gives the C value of
+    the nest's iterators; the others are :attr:`Contraction.fixed`), ``assign(env)`` the statement
+    itself, ``epilogue(env)`` :attr:`Contraction.epilogue` (``env`` gives the target's iterators); ``ldc``
+    is the distance between two rows of the target.  With ``threads``, the calling
+    thread of an OpenMP team computes its share: of the batch points when there are at least as many as
+    threads, else of the rows or of the columns."""
+    printer = _NestPrinter(c, value=value, ref=ref, bind=bind, assign=assign, epilogue=epilogue, ldc=ldc)
+    return printer.print(threads)
+
+
+def _stored_along(e: Expr, k: str, b: str) -> bool:
+    """Whether ``e`` is one array element whose last subscript moves with ``k`` and not with ``b``."""
+    return (isinstance(e, Access) and bool(e.index) and k in var_names(e.index[-1], "iter")
+            and b not in var_names(e.index[-1], "iter"))
+
+
+def _matrix(e: Expr, k: str, b: str) -> bool:
+    """Whether ``e`` is one array element with ``k`` and ``b`` each alone in a subscript of its own, so
+    that distinct ``(k, b)`` read distinct elements."""
+    if not isinstance(e, Access):
+        return False
+    alone = [var_names(ix, "iter") for ix in e.index]
+    return alone.count({k}) == 1 and alone.count({b}) == 1 and all(
+        names in ({k}, {b}) or not names & {k, b} for names in alone)
+
+
+class _NestPrinter:
+    """Prints one packed contraction nest into :attr:`lines`, section by section (see the module
+    docstring); the callbacks are those of :func:`contraction_lines`."""
+
+    def __init__(self, c: Contraction, *, value: Callable[[Expr], str], ref: Callable[[Access], str],
+                 bind: Callable[[Env, tuple[Expr, ...]], list[str]], assign: Callable[[Env], list[str]],
+                 epilogue: Callable[[Env], list[str]] | None, ldc: str):
+        self.c = c
+        self.value, self.ref, self.bind, self.assign, self.epilogue, self.ldc = value, ref, bind, assign, epilogue, ldc
+        self.b = blocking(c.dtype)
+        self.t = c.dtype.c_type
+        self.kern = f"{c.dtype.name}{'add' if c.op == '+' else 'sub'}"
+        self.kenv = {it: f"pt__k{j}" for j, it in enumerate(c.k)}
+        """The summed iterators, from the flat sum counter's point (:meth:`unflatten`)."""
+        self.zenv = {it: f"pt__z{j}" for j, it in enumerate(c.batch)}
+        """The batch iterators, from the batch point (:meth:`unflatten`)."""
+        self.guard: tuple[Expr, ...] = () if c.guard is None else (c.guard,)
+        self.lines: list[str] = []
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def out(self, depth: int, *text: str) -> None:
+        """Lines at indentation ``depth``."""
+        self.lines.extend("  " * depth + x for x in text)
+
+    def scoped(self, depth: int, env: Env, exprs: tuple[Expr, ...], body: list[str]) -> None:
+        """``body`` in a block declaring the statement iterators that ``exprs`` use."""
+        binds = self.bind(env, exprs)
+        if binds:
+            self.out(depth, "{")
+            self.out(depth + 1, *binds, *body)
+            self.out(depth, "}")
+        else:
+            self.out(depth, *body)
+
+    def bound(self, it: str, i: int) -> str:
+        """The lower (``i = 0``) or exclusive upper (``i = 1``) bound of the nest's iterator ``it``."""
+        return index_expr(self.c.bounds[it][i]).text
+
+    def extents(self, names: tuple[str, ...], prefix: str) -> None:
+        """Origins ``<prefix>o<j>``, extents ``<prefix>n<j>`` and strides ``<prefix>s<j>`` of a box
+        enumerated with its last iterator fastest, and the number of its points, ``<prefix>n``."""
+        for j, it in enumerate(names):
+            self.out(1, f"const int64_t {prefix}o{j} = {self.bound(it, 0)}, "
+                        f"{prefix}n{j} = pt__max_int64_t(0, {self.bound(it, 1)} - {prefix}o{j});")
+        for j in reversed(range(len(names))):
+            self.out(1, f"const int64_t {prefix}s{j} = "
+                        + (f"{prefix}s{j + 1} * {prefix}n{j + 1};" if j < len(names) - 1 else "1;"))
+        self.out(1, f"const int64_t {prefix}n = " + (f"{prefix}s0 * {prefix}n0;" if names else "1;"))
+
+    def unflatten(self, depth: int, names: tuple[str, ...], prefix: str, flat: str) -> None:
+        """``<prefix><j>``: the point of number ``flat`` of the box of :meth:`extents`."""
+        flat = f"({flat})" if " " in flat else flat
+        for j in range(len(names)):
+            q = f"{flat} / {prefix}s{j}" if j < len(names) - 1 else flat
+            self.out(depth, f"const int64_t {prefix}{j} = {prefix}o{j} + " + (f"{q} % {prefix}n{j};" if j else f"{q};"))
+
+    # -- the sections, in order ----------------------------------------------------------------------
+    def print(self, threads: bool) -> list[str]:
+        """The whole nest."""
+        self.header()
+        self.shares(threads)
+        self.panels()
+        self.whole_left()
+        self.finiteness_check()
+        self.batch_points()
+        self.out(1, "}")
+        self.out(0, "}")
+        return self.lines
+
+    def header(self) -> None:
+        """The opening comment, the bounds of the rows and columns, and the boxes of the sums and batch."""
+        c, st, b = self.c, self.c.statement, self.b
+        self.out(0, f"{{ {comment(f'{st.name}: {st.text()}: packed contraction, {b.mr} x {b.nr} register blocks')}")
+        self.out(1, f"const int64_t pt__a0 = {self.bound(c.a, 0)}, pt__a1 = {self.bound(c.a, 1)};",
+                 f"const int64_t pt__bg0 = {self.bound(c.b, 0)}, pt__bg1 = {self.bound(c.b, 1)};")
+        self.extents(c.k, "pt__k")
+        self.extents(c.batch, "pt__z")
+
+    def shares(self, threads: bool) -> None:
+        """The calling thread's batch points, rows ``[pt__lo, pt__hi)`` and columns ``[pt__b0, pt__b1)``;
+        opens the block that runs when its share is not empty."""
+        c, b = self.c, self.b
+        # Without batch points enough for every thread, threads share the rows (each packs all of R) or, when
+        # R is a matrix read once (its packing costs its memory traffic: a linear layer's weight) and that
+        # makes a thread pack fewer elements, the columns (each packs all of L, once per block of NC columns).
+        # A convolution's R is its image read several times from cache: its columns stay with the rows, which
+        # keep the target's rows on the thread that the next row-parallel nest gives them to (conv 3x3 16->32
+        # on 128x128: 1.00 ms by rows, 1.16 ms by columns; the MLP of benchmarks/torch_cpu.py: 5 to 9 % faster).
+        by_cols = (f"!pt__by_batch && pt__nt > 1 && pt__bn / pt__nt + pt__an * ((pt__bn / pt__nt + {b.nc - 1}) / "
+                   f"{b.nc}) < pt__bn + pt__an / pt__nt * ((pt__bn + {b.nc - 1}) / {b.nc})"
+                   if len(c.k) == 1 and _matrix(c.right, c.k[0], c.b) else "0")
+        self.out(1, ("const int64_t pt__nt = omp_get_num_threads(), pt__me = omp_get_thread_num();" if threads
+                     else "const int64_t pt__nt = 1, pt__me = 0;"),
+                 "const int pt__by_batch = pt__zn >= pt__nt;  /* threads share the batch points, else rows or columns */",
+                 "const int64_t pt__an = pt__max_int64_t(0, pt__a1 - pt__a0), pt__bn = pt__max_int64_t(0, pt__bg1 - pt__bg0);",
+                 f"const int pt__by_cols = {by_cols};",
+                 f"const int64_t pt__blocks = (pt__an + {b.mr - 1}) / {b.mr}, pt__bblocks = (pt__bn + {b.nr - 1}) / {b.nr};",
+                 "const int64_t pt__lo = pt__by_batch || pt__by_cols ? pt__a0 : "
+                 f"pt__a0 + pt__blocks * pt__me / pt__nt * {b.mr};",
+                 "const int64_t pt__hi = pt__by_batch || pt__by_cols ? pt__a1 : "
+                 f"pt__min_int64_t(pt__a1, pt__a0 + pt__blocks * (pt__me + 1) / pt__nt * {b.mr});",
+                 f"const int64_t pt__b0 = !pt__by_cols ? pt__bg0 : pt__bg0 + pt__bblocks * pt__me / pt__nt * {b.nr};",
+                 "const int64_t pt__b1 = !pt__by_cols ? pt__bg1 : "
+                 f"pt__min_int64_t(pt__bg1, pt__bg0 + pt__bblocks * (pt__me + 1) / pt__nt * {b.nr});",
+                 "const int64_t pt__zlo = pt__by_batch ? pt__zn * pt__me / pt__nt : 0;",
+                 "const int64_t pt__zhi = pt__by_batch ? pt__zn * (pt__me + 1) / pt__nt : pt__zn;",
+                 "if (pt__lo < pt__hi && pt__kn > 0 && pt__b0 < pt__b1 && pt__zlo < pt__zhi) {")
+
+    def panels(self) -> None:
+        """The panel buffers of ``R`` and ``L`` (none under the test hook ``PT_NO_PANELS``)."""
+        b, t = self.b, self.t
+        self.out(0, "#ifndef PT_NO_PANELS  /* a test hook: -DPT_NO_PANELS runs the fallback below */")
+        self.out(2, f"{t} *pt__bp = aligned_alloc(64, sizeof({t}) * {b.kc * b.nc});",
+                 f"{t} *pt__ap = aligned_alloc(64, sizeof({t}) * {b.kc * b.mr});")
+        self.out(0, "#else")
+        self.out(2, f"{t} *pt__bp = NULL, *pt__ap = NULL;")
+        self.out(0, "#endif")
+        self.out(2, "int pt__exact = 1;")
+
+    def whole_left(self) -> None:
+        """``pt__aw``: the panels of ``L`` for all the thread's rows and sums, packed once for every batch
+        point when ``L`` does not change with it and they fit (else ``NULL``)."""
+        c, b, t = self.c, self.b, self.t
+        if not c.pack_l_once:
+            self.out(2, f"{t} *pt__aw = NULL;")
+            return
+        # L does not change with the batch point: its panels are packed once, for all rows, when they
+        # fit in the L2 cache (a convolution's weights), instead of once per batch point
+        self.out(2, f"const int64_t pt__wn = (pt__hi - pt__lo + {b.mr - 1}) / {b.mr} * {b.mr} * pt__kn;",
+                 f"{t} *pt__aw = pt__ap && pt__wn <= {WHOLE_L_BYTES // c.dtype.itemsize} ? "
+                 f"aligned_alloc(64, (sizeof({t}) * pt__wn + 63) / 64 * 64) : NULL;",
+                 "if (pt__aw)",
+                 f"  for (int64_t pt__ic = pt__lo; pt__ic < pt__hi; pt__ic += {b.mr}) {{",
+                 f"    const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);",
+                 "    for (int64_t pt__kf = 0; pt__kf < pt__kn; pt__kf++) {")
+        self.unflatten(5, c.k, "pt__k", "pt__kf")
+        self.out(5, f"for (int64_t pt__r = 0; pt__r < {b.mr}; pt__r++)")
+        self.scoped(6, {**self.kenv, c.a: "pt__ic + pt__r"}, (c.left,),
+                    [f"pt__aw[((pt__ic - pt__lo) / {b.mr} * pt__kn + pt__kf) * {b.mr} + pt__r] = "
+                     f"pt__r < pt__mr ? {self.value(c.left)} : 0;"])
+        self.out(4, "}")
+        self.out(3, "}")
+
+    def finiteness_check(self) -> None:
+        """With zero-padded panels, ``pt__exact``: whether every value of ``L`` on its box is finite."""
+        c = self.c
+        if not c.padded:
+            return
+        self.out(2, "/* the zeros of the padded panels are summed too: exact while every value of L is finite */",
+                 "for (int64_t pt__fa = pt__a0; pt__fa < pt__a1; pt__fa++)",
+                 "  for (int64_t pt__kf = 0; pt__kf < pt__kn; pt__kf++) {")
+        self.unflatten(4, c.k, "pt__k", "pt__kf")
+        self.scoped(4, {c.a: "pt__fa", **self.kenv}, (c.left,), [f"pt__exact &= isfinite({self.value(c.left)});"])
+        self.out(3, "}")
+
+    def batch_points(self) -> None:
+        """The loop over the thread's batch points: the packed sums, else the fallback; frees the panels."""
+        c = self.c
+        self.out(2, "for (int64_t pt__z = pt__zlo; pt__z < pt__zhi; pt__z++) {")
+        self.unflatten(3, c.batch, "pt__z", "pt__z")
+        if c.batch_guard is not None:
+            self.scoped(3, self.zenv, (c.batch_guard,), [f"if (!({index_expr(c.batch_guard).text})) continue;"])
+        self.packed()
+        self.fallback()
+        self.out(2, "}", "free(pt__aw);", "free(pt__ap);", "free(pt__bp);")
+
+    def packed(self) -> None:
+        """The packed computation of one batch point: blocks of ``NC`` columns by ``KC`` sums of ``R``
+        packed, then the row blocks (:meth:`row_blocks`)."""
+        b = self.b
+        self.out(3, "if (pt__ap && pt__bp && pt__exact) {",
+                 f"  for (int64_t pt__jc = pt__b0; pt__jc < pt__b1; pt__jc += {b.nc}) {{",
+                 f"    const int64_t pt__nc = pt__min_int64_t({b.nc}, pt__b1 - pt__jc);",
+                 f"    for (int64_t pt__pc = 0; pt__pc < pt__kn; pt__pc += {b.kc}) {{",
+                 f"      const int64_t pt__kc = pt__min_int64_t({b.kc}, pt__kn - pt__pc);")
+        self.pack_right()
+        self.row_blocks()
+        self.out(5, "}")
+        self.out(4, "}")
+
+    def pack_right(self) -> None:
+        """The ``KC x NC`` panel of ``R``, zero outside the columns and the guard."""
+        c, b = self.c, self.b
+        cond = " && ".join(["pt__jr + pt__q < pt__nc", *(index_expr(g).text for g in self.guard)])
+        pack_r = [f"pt__bp[pt__jr * pt__kc + pt__kk * {b.nr} + pt__q] = {cond} ? {self.value(c.right)} : 0;"]
+        renv = {**self.zenv, **self.kenv, c.b: "pt__jc + pt__jr + pt__q"}
+        if _stored_along(c.right, c.k[-1], c.b) and len(c.k) == 1:
+            # R is stored along k (a transposed weight): read it that way, write the panel with a stride
+            self.out(6, f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
+                     f"  for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)",
+                     "    for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++) {")
+            self.unflatten(8, c.k, "pt__k", "pt__pc + pt__kk")
+            self.scoped(8, renv, (c.right, *self.guard), pack_r)
+            self.out(7, "}")
+        else:
+            self.out(6, "for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++) {")
+            self.unflatten(7, c.k, "pt__k", "pt__pc + pt__kk")
+            self.out(7, f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
+                     f"  for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)")
+            self.scoped(9, renv, (c.right, *self.guard), pack_r)
+            self.out(6, "}")
+
+    def row_blocks(self) -> None:
+        """For each block of ``MR`` rows: its panel of ``L`` (unless packed whole), one micro-kernel call
+        per ``NR`` columns, and the epilogue once the block's sums are complete."""
+        c, b, t = self.c, self.b, self.t
+        self.out(6,
+                 f"for (int64_t pt__ic = pt__lo; pt__ic < pt__hi; pt__ic += {b.mr}) {{",
+                 f"  const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);",
+                 f"  const {t} *pt__apk = pt__aw ? pt__aw + ((pt__ic - pt__lo) / {b.mr} * pt__kn + pt__pc) * {b.mr} : pt__ap;",
+                 "  if (!pt__aw)",
+                 "    for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++) {")
+        self.unflatten(9, c.k, "pt__k", "pt__pc + pt__kk")
+        self.out(9, f"for (int64_t pt__r = 0; pt__r < {b.mr}; pt__r++)")
+        self.scoped(10, {**self.zenv, **self.kenv, c.a: "pt__ic + pt__r"}, (c.left,),
+                    [f"pt__ap[pt__kk * {b.mr} + pt__r] = pt__r < pt__mr ? {self.value(c.left)} : 0;"])
+        self.out(8, "}")
+        self.out(7,
+                 f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr}) {{",
+                 f"  const int64_t pt__nr = pt__min_int64_t({b.nr}, pt__nc - pt__jr);")
+        self.kernel_calls()
+        if self.epilogue is not None:
+            self.out(8, "if (pt__pc + pt__kc >= pt__kn)  /* the block's sums are complete: its epilogue, in cache */",
+                     "  for (int64_t pt__r = 0; pt__r < pt__mr; pt__r++)",
+                     "    for (int64_t pt__q = 0; pt__q < pt__nr; pt__q++) {")
+            self.out(11, *self.epilogue({**self.zenv, c.a: "pt__ic + pt__r", c.b: "pt__jc + pt__jr + pt__q"}))
+            self.out(10, "}")
+        self.out(7, "}")
+        self.out(6, "}")
+
+    def kernel_calls(self) -> None:
+        """The micro-kernel on a full register block, its edge variant on a ragged one."""
+        c, b, t, kern = self.c, self.b, self.t, self.kern
+        load = "pt__pc > 0" if c.zero_init else "1"  # the first block of k starts at zero when the nest inits
+        st = c.statement
+        self.scoped(8, {**self.zenv, c.a: "pt__ic", c.b: "pt__jc + pt__jr"}, (st.target,),
+                    [f"{t} *pt__c = &{self.ref(st.target)};",
+                     f"if (pt__mr == {b.mr} && pt__nr == {b.nr}) "
+                     f"pt__ukernel_{kern}(pt__kc, pt__apk, pt__bp + pt__jr * pt__kc, pt__c, {self.ldc}, {load});",
+                     f"else pt__uedge_{kern}(pt__kc, pt__apk, pt__bp + pt__jr * pt__kc, pt__c, {self.ldc}, pt__mr, "
+                     f"pt__nr, {load});"])
+
+    def fallback(self) -> None:
+        """Without panels, or with a value of ``L`` that is not finite: the statement in plain loops, ``k``
+        in order (after the zero init, before the epilogue, when the nest folds them in)."""
+        c = self.c
+        st = c.statement
+        self.out(3, "} else {  /* no memory for the panels, or a value of L that is not finite: the same sums, k in order */",
+                 "  for (int64_t pt__fa = pt__lo; pt__fa < pt__hi; pt__fa++) {")
+        if c.zero_init:
+            self.out(5, "for (int64_t pt__fb = pt__b0; pt__fb < pt__b1; pt__fb++)")
+            self.scoped(6, {**self.zenv, c.a: "pt__fa", c.b: "pt__fb"}, (st.target,), [f"{self.ref(st.target)} = 0;"])
+        self.out(5, "for (int64_t pt__kf = 0; pt__kf < pt__kn; pt__kf++) {")
+        self.unflatten(6, c.k, "pt__k", "pt__kf")
+        self.out(6, "for (int64_t pt__fb = pt__b0; pt__fb < pt__b1; pt__fb++) {")
+        stmt = self.assign({**self.zenv, **self.kenv, c.a: "pt__fa", c.b: "pt__fb"})
+        if self.guard:
+            self.scoped(7, {**self.zenv, **self.kenv, c.b: "pt__fb"}, self.guard,
+                        [f"if ({index_expr(self.guard[0]).text}) {{", *("  " + x for x in stmt), "}"])
+        else:
+            self.out(7, *stmt)
+        self.out(6, "}")
+        self.out(5, "}")
+        if self.epilogue is not None:
+            self.out(5, "for (int64_t pt__fb = pt__b0; pt__fb < pt__b1; pt__fb++) {")
+            self.out(6, *self.epilogue({**self.zenv, c.a: "pt__fa", c.b: "pt__fb"}))
+            self.out(5, "}")
+        self.out(4, "}")
+        self.out(3, "}")
+
+
+__all__ = ["contraction_lines"]
