@@ -51,7 +51,8 @@ def _program(body: list[str], *, extra_write: bool = False) -> pt.Program:
 def _decisions(p: pt.Program, temps: list[str]) -> tuple[list[str], int]:
     prog = to_program(p)
     out, decisions = inline_producers(prog, temps)
-    return decisions, len(out.statements)
+    assert all(d.kind == ("keep" if len(out.statements) == len(prog.statements) else "recompute") for d in decisions)
+    return [d.text for d in decisions], len(out.statements)
 
 
 def test_refusals_name_their_reason() -> None:
@@ -70,7 +71,7 @@ def test_refusals_name_their_reason() -> None:
 def test_inlined_chain_equals_the_reference_on_the_other_arrays() -> None:
     p = _program(["t[i + 1] = x[i + 1] * x[i] + 1", "y[i] = t[i + 1] * 3"])
     prog, d = inline_producers(to_program(p), ["t"])
-    assert len(prog.statements) == 1 and "recomputed in S1" in d[0]
+    assert len(prog.statements) == 1 and d[0].kind == "recompute" and d[0].data["readers"] == ("S1",)
     x = np.linspace(-1, 1, 9)
     t0, y0 = np.zeros(9), np.zeros(7)
     want = {"x": x.copy(), "t": t0.copy(), "y": y0.copy()}
@@ -115,9 +116,9 @@ def test_settled_inputs_allow_a_producer_reading_a_finished_array() -> None:
     the sum and the normalization; without it, or where the maximum changes after them, they are not."""
     prog = to_program(_rows())
     same, d = inline_producers(prog, ["e"])
-    assert same is prog and "reads m, which the program writes" in d[0]
+    assert same is prog and d[0].kind == "keep" and "reads m, which the program writes" in d[0].text
     out, d = inline_producers(prog, ["e"], settled_inputs=True)
-    assert len(out.statements) == 5 and "recomputed in S4, S5" in d[0], d
+    assert len(out.statements) == 5 and d[0].data["readers"] == ("S4", "S5"), d
     args = {"x": np.random.default_rng(0).standard_normal((4, 6))}
     want = {**{k: np.zeros(s) for k, s in (("m", 4), ("e", (4, 6)), ("s", 4), ("y", (4, 6)))}, **args}
     got = {k: v.copy() for k, v in want.items()}
@@ -128,7 +129,7 @@ def test_settled_inputs_allow_a_producer_reading_a_finished_array() -> None:
     with late.loop("i", 0, "N"):
         late.assign("m[i] = 0.0")  # the maximum changes after the exponentials read it
     same, d = inline_producers(to_program(late), ["e"], settled_inputs=True)
-    assert len(same.statements) == 7 and "reads m, which the program writes after or while it runs" in d[0], d
+    assert len(same.statements) == 7 and "reads m, which the program writes after or while it runs" in d[0].text, d
 
 
 def test_a_cost_model_refuses_a_recomputation_per_broadcast_use() -> None:
@@ -142,9 +143,9 @@ def test_a_cost_model_refuses_a_recomputation_per_broadcast_use() -> None:
         p.assign("y[i, j] = t[i] * 2.0")
     prog = to_program(p)
     out, d = inline_producers(prog, ["t"], balance=8.0)
-    assert out is prog and "reads each element of t at several of its instances" in d[0], d
+    assert out is prog and "reads each element of t at several of its instances" in d[0].text, d
     out, d = inline_producers(prog, ["t"])
-    assert len(out.statements) == 1 and "recomputed in S1" in d[0]  # without a cost model: no such limit
+    assert len(out.statements) == 1 and "recomputed in S1" in d[0].text  # without a cost model: no such limit
 
 
 def test_a_recomputation_must_pay_for_the_traffic_it_saves() -> None:
@@ -154,6 +155,6 @@ def test_a_recomputation_must_pay_for_the_traffic_it_saves() -> None:
                   "y[i] = t[i + 1] * t[i + 1] + t[i + 1] - t[i + 1] * t[i + 1]"])
     prog = to_program(p)
     out, d = inline_producers(prog, ["t"], balance=8.0)
-    assert len(out.statements) == 1 and "16 more operation(s) per element against 16 bytes" in d[0], d
+    assert len(out.statements) == 1 and "16 more operation(s) per element against 16 bytes" in d[0].text, d
     out, d = inline_producers(prog, ["t"], balance=0.5)
-    assert out is prog and "recomputing S0 does not pay: 16 more operation(s)" in d[0], d
+    assert out is prog and "recomputing S0 does not pay: 16 more operation(s)" in d[0].text, d

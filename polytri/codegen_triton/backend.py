@@ -32,7 +32,7 @@ def gpu_model(prog: Program, target: str, opts: dict[str, Any]) -> tuple[GPUArch
     return arch, model
 
 
-def online_form(prog: Program, target: str, opts: dict[str, Any]) -> tuple[Program, list[str]]:
+def online_form(prog: Program, target: str, opts: dict[str, Any]) -> tuple[Program, list[Decision]]:
     """``prog`` with its softmax-weighted sums in online form (:mod:`polytri.fusion.online_softmax`), in
     blocks of ``tl.dot``'s column tile, where its temporaries allow it; with the decisions.  Only under the
     default scheduling (``schedule`` and ``fuse`` 'auto'): another choice asks for the program's own loops."""
@@ -52,15 +52,14 @@ class GpuTarget(Target):
 
     def __init__(self, name: str):
         super().__init__(name)
-        # each GPU has its own balance, but Target declares it a ClassVar (pipeline/target.py, not ours to edit)
-        self.balance = BALANCE[name]  # type: ignore[misc]
+        self.balance = BALANCE[name]
 
     def check_options(self, options: Any) -> dict[str, Any]:
         opts = super().check_options(options)
         arch_for(self.name, opts["arch"])
         return opts
 
-    def rewrite(self, program: Program, opts: dict[str, Any]) -> tuple[Program, list[str], bool]:
+    def rewrite(self, program: Program, opts: dict[str, Any]) -> tuple[Program, list[Decision], bool]:
         """The online softmax (before recomputation of temporaries, which would hide it)."""
         rewritten, decisions = online_form(program, self.name, opts)
         return rewritten, decisions, rewritten is not program

@@ -170,6 +170,7 @@ def hoist_parallel_loops(prog: Program, deps: Dependences, schedule: Schedule, d
     :func:`.host.dot_contractions`)."""
     chains = launch_chains(ast) or [0]
     dots = dot_contractions(ast, prog, columns)
+    hoisted = False
     while True:
         best = None
         for d, k in _hoists(schedule):
@@ -191,7 +192,7 @@ def hoist_parallel_loops(prog: Program, deps: Dependences, schedule: Schedule, d
                f"{d} (groups {shown}): {len(trial_chains)} launch(es), grid loops {trial_chains} (was {chains})")
         log.info("%s: %s", prog.name, why)
         decisions = decisions + [why]
-        chains = trial_chains
-    if any(d.startswith("GPU: nests fused") for d in decisions):
+        chains, hoisted = trial_chains, True
+    if hoisted:  # a schedule of this function's own: proved before it is used
         prove_legal(schedule.map, deps, what=f"{prog.name}: the GPU schedule")
     return schedule, decisions, ast

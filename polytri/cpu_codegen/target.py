@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 from ..fusion.cost import BALANCE
 from ..ir.program import Program
@@ -25,7 +25,7 @@ class CpuTarget(Target):
     """Tiled Pluto schedules (or the input order), printed as C, parallel loops under OpenMP."""
 
     options_class = CpuOptions
-    balance: ClassVar[float] = BALANCE["cpu"]
+    balance: float = BALANCE["cpu"]
     source_suffix = "kernel.c"
 
     def schedule(self, program: Program, deps: Dependences, opts: dict[str, Any], *, built: bool

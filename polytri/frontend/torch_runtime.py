@@ -228,8 +228,8 @@ class CompiledGraph:
                 except Exception as exc:  # an estimate for the report: its failure must not fail the report
                     log.warning("%s: no memory traffic estimate (%s: %s)", prog.name, type(exc).__name__, exc)
                     traffic, unfused = None, None
-                rewrites = [d.removeprefix("fusion: ") for d in getattr(s.kernel, "decisions", ())
-                            if d.startswith("fusion: ") and ("online softmax:" in d or " recomputed in " in d)]
+                rewrites = [d.text.removeprefix("fusion: ") for d in getattr(s.kernel, "decision_records", ())
+                            if d.kind in ("recompute", "online-softmax")]
                 out.append(KernelInfo(prog.name, self.target, getattr(s.kernel, "source", ""), str(prog),
                                       [n.name for n in s.segment.nodes], traffic, unfused, rewrites))
         return out

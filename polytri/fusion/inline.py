@@ -37,6 +37,7 @@ from .. import dtypes
 from ..ir.affine import linear
 from ..ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, accesses, substitute, transform
 from ..ir.program import Program, Statement
+from ..pipeline.decisions import Decision
 from ..schedule.dependences import follows_writes
 from .cost import Recomputation, recomputation
 
@@ -132,7 +133,7 @@ def _broadcast_read(program: Program, consumer: Statement, acc: Access) -> str |
 
 def inline_producers(program: Program, temporaries: Iterable[str], *, max_nodes: int = 32,
                      max_reads: int = 9, settled_inputs: bool = False, balance: float | None = None
-                     ) -> tuple[Program, list[str]]:
+                     ) -> tuple[Program, list[Decision]]:
     """``program`` with the producers of temporary arrays recomputed in their consumers, and the decisions.
     ``settled_inputs``: a producer may also read arrays the program writes, where every write of what it
     reads comes first (a softmax's exponentials of the finished row maximum): the GPU targets, where an
@@ -141,26 +142,24 @@ def inline_producers(program: Program, temporaries: Iterable[str], *, max_nodes:
     for itself against the traffic it saves, and every consumer access must read each element at one of
     its instances only (the MLP's second product reads each element of the first's gelu once per output
     column: recomputed there, the gelu would run that many times, and the product would leave tl.dot)."""
-    decisions: list[str] = []
+    decisions: list[Decision] = []
     names = {a.name for a in program.arrays}
     for array in [t for t in temporaries if t in names]:
         program, decision = _inline(program, array, max_nodes=max_nodes, max_reads=max_reads,
                                     settled_inputs=settled_inputs, balance=balance)
         decisions.append(decision)
-    for d in decisions:
-        if "kept in memory" in d:
-            log.info("%s: %s", program.name, d)
+        log.info("%s: %s", program.name, decision)
     return program, decisions
 
 
 def _inline(program: Program, array: str, *, max_nodes: int, max_reads: int, settled_inputs: bool,
-            balance: float | None) -> tuple[Program, str]:
+            balance: float | None) -> tuple[Program, Decision]:
     """``program`` with the producer of temporary ``array`` recomputed in its readers where it can and (with
     a ``balance``) it pays, and the decision; the program is unchanged when the array is kept in memory."""
     written = {s.target.array for s in program.statements}
     found = _candidate(program, array, written, max_nodes, settled_inputs)
     if isinstance(found, str):
-        return program, f"temporary {array} kept in memory: {found}"
+        return program, _kept(array, found)
     p = found
     readers = [s for s in program.statements if s is not p and any(a.array == array for a in s.reads)]
     why = _unsafe_reads(program, p, readers, array, max_reads, broadcast=balance is not None)
@@ -170,12 +169,16 @@ def _inline(program: Program, array: str, *, max_nodes: int, max_reads: int, set
         if not cost.pays:
             why = f"recomputing {p.name} does not pay: {cost}"
     if why:
-        return program, f"temporary {array} kept in memory: {why}"
+        return program, _kept(array, why)
     program = _recomputed(program, p, readers, array)
-    decision = (f"{p.name} ({p.text()}) recomputed in {', '.join(r.name for r in readers) or 'no statement'}; "
-                f"temporary {array} is not written" + (f" ({cost})" if cost is not None else ""))
-    log.info("%s: %s", program.name, decision)
-    return program, decision
+    text = (f"{p.name} ({p.text()}) recomputed in {', '.join(r.name for r in readers) or 'no statement'}; "
+            f"temporary {array} is not written" + (f" ({cost})" if cost is not None else ""))
+    return program, Decision("inline", "recompute", array, text,
+                             {"producer": p.name, "readers": tuple(r.name for r in readers), "cost": cost})
+
+
+def _kept(array: str, why: str) -> Decision:
+    return Decision("inline", "keep", array, f"temporary {array} kept in memory: {why}", {"reason": why})
 
 
 def _unsafe_reads(program: Program, p: Statement, readers: list[Statement], array: str, max_reads: int, *,

@@ -47,6 +47,7 @@ import islpy as isl
 
 from ..ir.expr import Access, Binary, Call, Const, Expr, Var, substitute, transform
 from ..ir.program import Program, Statement, params_prefix
+from ..pipeline.decisions import Decision
 from .online_match import Chain, NoMatch, fresh, match, max_term, product_factor, renamed_domain, sum_term
 
 log = logging.getLogger("polytri.fusion")
@@ -168,11 +169,11 @@ def _rewrite(program: Program, c: Chain, block: int) -> Program:
     return replace(program, statements=tuple(before + inits + new + after))
 
 
-def online_softmax(program: Program, temporaries: Iterable[str], *, block: int) -> tuple[Program, list[str]]:
+def online_softmax(program: Program, temporaries: Iterable[str], *, block: int) -> tuple[Program, list[Decision]]:
     """``program`` with its softmax-weighted sums in online form (module docstring), blocks of ``block``
     columns, and the decisions; the program itself when nothing matches."""
     temps = set(temporaries)
-    decisions: list[str] = []
+    decisions: list[Decision] = []
     seen: set[str] = set()
     changed = True
     while changed:  # each chain in turn (several attention layers), each max reduction tried once
@@ -185,13 +186,17 @@ def online_softmax(program: Program, temporaries: Iterable[str], *, block: int) 
                 chain = match(program, red, temps)
                 program = _rewrite(program, chain, block)
             except NoMatch as why:
-                decisions.append(f"max reduction {red.name} not put in online form: {why}")
+                decisions.append(Decision("rewrite", "online-softmax-declined", red.name,
+                                          f"max reduction {red.name} not put in online form: {why}"))
                 log.info("%s: %s", program.name, decisions[-1])
                 continue
-            decisions.append(f"online softmax: max reduction {red.name} and the sums over its columns "
-                             f"({chain.l_red.name}, {chain.o_red.name}) run in one pass over blocks of {block} "
-                             f"columns; {chain.s_init.target.array}, {chain.exp.target.array} and "
-                             f"{chain.norm.target.array} hold one block per row")
+            decisions.append(Decision(
+                "rewrite", "online-softmax", red.name,
+                f"online softmax: max reduction {red.name} and the sums over its columns "
+                f"({chain.l_red.name}, {chain.o_red.name}) run in one pass over blocks of {block} "
+                f"columns; {chain.s_init.target.array}, {chain.exp.target.array} and "
+                f"{chain.norm.target.array} hold one block per row",
+                {"sums": (chain.l_red.name, chain.o_red.name), "block": block}))
             log.info("%s: %s", program.name, decisions[-1])
             changed = True
             break

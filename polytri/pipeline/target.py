@@ -33,7 +33,7 @@ class Target(abc.ABC):
     """The name ``pt.compile(..., target=...)`` takes."""
     options_class: ClassVar[type]
     """The frozen dataclass of the target's options."""
-    balance: ClassVar[float]
+    balance: float
     """Arithmetic operations per byte of memory traffic at which the machine is balanced (the
     recomputation cost model of :mod:`polytri.fusion.cost`)."""
     recompute_from_settled_inputs: ClassVar[bool] = False
