@@ -37,7 +37,9 @@ def test_options_are_checked_by_their_types_and_checks(target: str, options: dic
 
 def test_option_defaults_and_forms() -> None:
     opts = parse_options(CpuOptions, {"cflags": "-O2 -g", "temporaries": "T"}, "cpu")
-    assert opts.cflags == ("-O2", "-g") and opts.temporaries == ("T",) and opts.cc is not None
+    assert opts.cflags == ("-O2", "-g") and opts.temporaries == ("T",) and opts.cc is None
+    assert parse_options(CpuOptions, {"temporaries": {"b", "a"}}, "cpu").temporaries == ("a", "b")
+    assert get_target("cpu").check_options({})["cc"]  # $CC, else cc
     assert parse_options(GpuOptions, {"dot_block": [64, 64, 32]}, "nvgpu").dot_block == (64, 64, 32)
 
 

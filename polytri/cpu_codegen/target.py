@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,12 @@ class CpuTarget(Target):
     options_class = CpuOptions
     balance: float = BALANCE["cpu"]
     source_suffix = "kernel.c"
+
+    def check_options(self, options: Any) -> dict[str, Any]:
+        """The options, with the C compiler resolved: the option, else ``$CC``, else ``cc``."""
+        opts = super().check_options(options)
+        opts["cc"] = opts["cc"] or os.environ.get("CC") or "cc"
+        return opts
 
     def schedule(self, program: Program, deps: Dependences, opts: dict[str, Any], *, built: bool
                  ) -> tuple[Schedule, list[str], Node]:

@@ -15,13 +15,12 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
-import os
 import shlex
 import textwrap
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal, TypeVar
 
 from ..errors import OptionError
@@ -50,6 +49,18 @@ def _dot_block(name: str, v: tuple[int, ...]) -> None:
 def _check(fn: Callable[[str, Any], None]) -> dict[str, Any]:
     """A field's extra check, run on values other than ``None`` once the type matched."""
     return {"check": fn}
+
+
+def _names(v: Any) -> Any:
+    """One name, or any collection of names, as a tuple (``temporaries="T"``)."""
+    if v is None or isinstance(v, str):
+        return () if v is None else (v,)
+    return tuple(sorted(v)) if isinstance(v, (set, frozenset)) else v
+
+
+def _flags(v: Any) -> Any:
+    """Compiler flags written as one string, split as a shell would."""
+    return tuple(shlex.split(v)) if isinstance(v, str) else v
 
 
 @dataclass(frozen=True)
@@ -82,9 +93,9 @@ class CpuOptions:
     """OpenMP thread count (default: OpenMP's own)"""
     cc: str | None = None
     """C compiler (default: $CC or 'cc')"""
-    cflags: tuple[str, ...] = ()
+    cflags: tuple[str, ...] = field(default=(), metadata={"normalize": _flags})
     """extra compiler flags, appended to the defaults (a string is split as a shell would)"""
-    temporaries: tuple[str, ...] = ()
+    temporaries: tuple[str, ...] = field(default=(), metadata={"normalize": _names})
     """arrays whose contents after the call do not matter: their producers may be recomputed in their
     consumers instead of stored (see polytri.fusion)"""
 
@@ -109,7 +120,7 @@ class GpuOptions:
     """warps per program, a power of two (default: the model's)"""
     num_stages: int | None = field(default=None, metadata=_check(_positive))
     """software pipeline stages of tl.dot loops, at least 1 (default: the model's)"""
-    temporaries: tuple[str, ...] = ()
+    temporaries: tuple[str, ...] = field(default=(), metadata={"normalize": _names})
     """arrays whose contents after the call do not matter: their producers may be recomputed in their
     consumers instead of stored (see polytri.fusion)"""
     fp32_dot: Literal["ieee", "tf32"] = "ieee"
@@ -169,15 +180,10 @@ def _describe(tp: Any) -> str:
     return {bool: "True or False", int: "an int", str: "a string"}.get(tp, getattr(tp, "__name__", str(tp)))
 
 
-def _normalized(name: str, v: Any) -> Any:
-    """The forms users write that mean a tuple: one name, a list, a shell string of flags."""
-    if name == "cflags" and isinstance(v, str):
-        return tuple(shlex.split(v))
-    if name == "temporaries" and isinstance(v, str):
-        return (v,)
-    if isinstance(v, (list, set, frozenset)) or (name == "temporaries" and v is None):
-        return tuple(sorted(v) if isinstance(v, (set, frozenset)) else (v or ()))
-    return v
+def _normalized(spec: Any, v: Any) -> Any:
+    """The forms users write for a value: a list for a tuple, and what the field's ``normalize`` accepts."""
+    v = spec.metadata.get("normalize", lambda x: x)(v)
+    return tuple(v) if isinstance(v, list) else v
 
 
 def parse_options(cls: type[OptionsT], options: Mapping[str, Any] | None, target: str) -> OptionsT:
@@ -191,14 +197,11 @@ def parse_options(cls: type[OptionsT], options: Mapping[str, Any] | None, target
     hints = typing.get_type_hints(cls)
     values = {}
     for name, v in given.items():
-        v = _normalized(name, v)
+        v = _normalized(known[name], v)
         if not _accepts(hints[name], v):
             raise OptionError(f"option {name!r} must be {_describe(hints[name])}, got {v!r} (target {target!r})")
         check = known[name].metadata.get("check")
         if check is not None and v is not None:
             check(name, v)
         values[name] = v
-    opts = cls(**values)
-    if isinstance(opts, CpuOptions) and opts.cc is None:
-        opts = replace(opts, cc=os.environ.get("CC") or "cc")
-    return opts
+    return cls(**values)
