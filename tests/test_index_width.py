@@ -113,6 +113,6 @@ def test_the_int64_variant_compiles_ahead_of_time() -> None:
     k = pt.compile(_shift_2d(), target="nvgpu")
     assert lane_margin(k.model) >= max(k.model.dot_block)
     def integer_params(ptx: str) -> list[str]:  # the kernels' parameters that are not pointers
-        return [line.split()[1] for line in ptx.splitlines() if ".param" in line and ".ptr" not in line]
+        return [line.split()[1] for line in ptx.splitlines() if line.strip().startswith(".param") and ".ptr" not in line]
     narrow, wide = integer_params(k.asm("sm_90")), integer_params(k.asm("sm_90", index="int64"))
     assert narrow and set(narrow) == {".u32"} and set(wide) == {".u64"} and len(wide) == len(narrow)
