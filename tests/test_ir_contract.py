@@ -181,3 +181,9 @@ def test_body_errors_name_the_line() -> None:
     with pytest.raises(pt.ParseError) as info:
         parse_program(text)
     assert str(info.value).startswith(f"program text, line {_line_of(text, '  A[i] = alpha +')}: "), info.value
+
+
+def test_a_built_program_prints_its_canonical_text() -> None:
+    prog = _two_statements()
+    assert str(prog) == program_to_text(prog) and str(prog).startswith("program ")
+    assert parse_program(str(prog)) == prog

@@ -124,6 +124,15 @@ class Program:
     """Memo of derived objects (not part of the value).  Not an argument of the constructor, so every
     program, ``dataclasses.replace``'s included, starts with its own empty memo."""
 
+    def __str__(self) -> str:
+        """The canonical text form (:func:`polytri.ir.textform.parse_program` reads it back)."""
+        lines = [f"program {self.name} [{', '.join(self.params)}]", f"context {self.context}"]
+        lines += [f"array {a.name} [{', '.join(expr_to_str(e) for e in a.shape)}] {a.dtype}" for a in self.arrays]
+        lines += [f"scalar {s.name} {s.dtype}" for s in self.scalars]
+        for st in self.statements:
+            lines += [f"statement {st.name} ({', '.join(map(str, st.position))}) {st.domain}", f"  {st.text()}"]
+        return "\n".join(lines) + "\n"
+
     def __hash__(self) -> int:
         """Hash of the value, consistent with ``==``.
 

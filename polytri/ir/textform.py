@@ -26,21 +26,12 @@ from ..errors import ParseError, PolytriError, TypeCheckError, caret
 from .expr import Binary, Expr
 from .names import check_identifier
 from .parse import NameKind, Scope, parse_assign, parse_expr
-from .printer import expr_to_str
 from .program import Array, Program, Scalar, Statement
 
 
 def program_to_text(p: Program) -> str:
-    """Canonical text of a program."""
-    lines = [f"program {p.name} [{', '.join(p.params)}]", f"context {p.context}"]
-    for a in p.arrays:
-        lines.append(f"array {a.name} [{', '.join(expr_to_str(e) for e in a.shape)}] {a.dtype}")
-    for s in p.scalars:
-        lines.append(f"scalar {s.name} {s.dtype}")
-    for st in p.statements:
-        lines.append(f"statement {st.name} ({', '.join(map(str, st.position))}) {st.domain}")
-        lines.append(f"  {st.text()}")
-    return "\n".join(lines) + "\n"
+    """Canonical text of a program (``str(p)``)."""
+    return str(p)
 
 
 _HEADER = re.compile(r"program\s+(\w+)\s*\[([^\]]*)\]$")
