@@ -36,7 +36,7 @@ from .ir.program import Program
 from .ir.textform import program_to_text
 from .ir.verify import verify
 from .pipeline.decisions import Decision, records, under
-from .pipeline.options import CpuOptions, GpuOptions, option_table
+from .pipeline.options import CpuOptions, option_table
 from .pipeline.stages import StageClock
 from .pipeline.target import Target, get_target, register_target, target_names
 from .schedule.dependences import Dependences, compute_dependences, scratch_arrays
@@ -51,9 +51,8 @@ for _t in (CpuTarget("cpu"), GpuTarget("nvgpu"), GpuTarget("amdgpu")):
 #: The built-in targets.
 TARGETS = target_names()
 
-#: Options of the cpu and GPU targets: ``{name: (default, description)}``, from their dataclasses.
+#: Options of the cpu target: ``{name: (default, description)}``, from its dataclass.
 CPU_OPTIONS = option_table(CpuOptions)
-GPU_OPTIONS = option_table(GpuOptions)
 
 
 @public

@@ -36,11 +36,11 @@ def test_options_are_checked_by_their_types_and_checks(target: str, options: dic
 
 
 def test_option_defaults_and_forms() -> None:
-    opts = parse_options(CpuOptions, {"cflags": "-O2 -g", "temporaries": "T"}, "cpu")
+    opts = parse_options(CpuOptions, {"cflags": "-O2 -g", "temporaries": "T"}, "target 'cpu'")
     assert opts.cflags == ("-O2", "-g") and opts.temporaries == ("T",) and opts.cc is None
-    assert parse_options(CpuOptions, {"temporaries": {"b", "a"}}, "cpu").temporaries == ("a", "b")
+    assert parse_options(CpuOptions, {"temporaries": {"b", "a"}}, "target 'cpu'").temporaries == ("a", "b")
     assert get_target("cpu").check_options({})["cc"]  # $CC, else cc
-    assert parse_options(GpuOptions, {"dot_block": [64, 64, 32]}, "nvgpu").dot_block == (64, 64, 32)
+    assert parse_options(GpuOptions, {"dot_block": [64, 64, 32]}, "target 'nvgpu'").dot_block == (64, 64, 32)
 
 
 def test_the_field_docstrings_are_the_documentation() -> None:
@@ -113,3 +113,12 @@ def test_decisions_are_records_with_the_sentences_explain_prints() -> None:
     assert loops and {r.kind for r in loops} <= {"parallel", "sequential"}
     assert all(r.subject == f"c{r.data['dim']}" and r.data["statements"] for r in loops)
     assert any(r.kind == "parallel" for r in loops)  # gemm's rows
+
+
+def test_the_option_literals_agree_with_the_scheduler() -> None:
+    """The options' types spell the scheduler's fusion policies out (a type needs literals): they must not drift."""
+    import typing
+
+    from polytri.pipeline.options import Fusion
+    from polytri.schedule.pluto import FUSION_POLICIES
+    assert set(typing.get_args(Fusion)) == set(FUSION_POLICIES)

@@ -38,9 +38,10 @@ class TritonKernel(CompiledKernel):
                  launches: list[Launch], options: dict[str, Any], decisions: Sequence[Decision | str],
                  local_arrays: frozenset[str] = frozenset()):
         super().__init__(program, schedule, deps, options, decisions, target)
-        self._decisions.append("index arithmetic: int32 for calls whose counters, bounds and offsets all fit "
-                               "(bounded at each call from its parameters), the int64 variant of the module "
-                               "for the others")
+        self._decisions.append(Decision(
+            "codegen", "index-width", program.name,
+            "index arithmetic: int32 for calls whose counters, bounds and offsets all fit (bounded at each call "
+            "from its parameters), the int64 variant of the module for the others"))
         self.source = source
         """The generated Triton module (kernels and the host function that launches them), with int32 index
         arithmetic; :meth:`source_for` gives the int64 variant."""

@@ -3,46 +3,43 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..compiler import TARGETS
 from ..errors import OptionError
+from ..pipeline.options import Fusion, Schedule, checked, option_table, parse_options, positive
 from ..pipeline.target import get_target
-
-#: Frontend options: default and description.  ``target`` defaults to the inputs' device.
-TORCH_OPTIONS: dict[str, tuple[Any, str]] = {
-    "target": (None, "'cpu', 'nvgpu' or 'amdgpu' (default: from the inputs' device: CPU tensors -> cpu, "
-                     "CUDA tensors -> nvgpu, or amdgpu on ROCm builds)"),
-    "fuse": (None, "fusion policy of the scheduler: 'outer', 'smart', 'max' or 'none' (default: 'outer' on the "
-                   "cpu target, the GPU targets' 'auto')"),
-    "tile": (None, "tile the permutable bands (None: the scheduler decides)"),
-    "tile_size": (None, "tile side for every band dimension (default: from the cache model)"),
-    "schedule": (None, "'auto', 'pluto' or 'original' (see pt.compile); default: 'auto'"),
-    "threads": (None, "OpenMP thread count of the cpu target (default: OpenMP's own)"),
-    "fma": (True, "cpu target: products fuse each multiplication into its sum (one rounding, as oneDNN "
-                  "does); False rounds twice, as pt.reference does"),
-    "inline": (True, "compute single-use elementwise results inside their consumer instead of storing them"),
-    "cache": (True, "reuse kernels compiled earlier (in memory, and on disk across processes)"),
-    "debug": (False, "log every lowered program and kernel source on the 'polytri.torch' logger at WARNING"),
-}
 
 
 @dataclass(frozen=True)
 class TorchOptions:
-    """Checked frontend options."""
+    """Options of the PyTorch frontend, checked by the same validator as the targets' options
+    (:func:`polytri.pipeline.options.parse_options`); ``target`` defaults to the inputs' device."""
 
-    target: str | None
-    """The explicit target, or ``None`` to choose it from the inputs' device."""
-    fuse: str | None
-    tile: bool | None
-    tile_size: int | None
-    schedule: str | None
-    threads: int | None
-    fma: bool
-    inline: bool
-    cache: bool
-    debug: bool
+    target: str | None = None
+    """'cpu', 'nvgpu' or 'amdgpu' (default: from the inputs' device: CPU tensors -> cpu, CUDA tensors ->
+    nvgpu, or amdgpu on ROCm builds)"""
+    fuse: Fusion | None = None
+    """fusion policy of the scheduler: 'outer', 'smart', 'max' or 'none' (default: 'outer' on the cpu
+    target, the GPU targets' 'auto')"""
+    tile: bool | None = None
+    """tile the permutable bands (None: the scheduler decides)"""
+    tile_size: int | None = field(default=None, metadata=checked(positive))
+    """tile side for every band dimension (default: from the cache model)"""
+    schedule: Schedule | None = None
+    """'auto', 'pluto' or 'original' (see pt.compile); default: 'auto'"""
+    threads: int | None = field(default=None, metadata=checked(positive))
+    """OpenMP thread count of the cpu target (default: OpenMP's own)"""
+    fma: bool = True
+    """cpu target: products fuse each multiplication into its sum (one rounding, as oneDNN does); False
+    rounds twice, as pt.reference does"""
+    inline: bool = True
+    """compute single-use elementwise results inside their consumer instead of storing them"""
+    cache: bool = True
+    """reuse kernels compiled earlier (in memory, and on disk across processes)"""
+    debug: bool = False
+    """log every lowered program and kernel source on the 'polytri.torch' logger at WARNING"""
 
     def compile_options(self, target: str = "cpu") -> dict[str, Any]:
         """The options handed to :func:`polytri.compile` for a program on ``target``."""
@@ -64,48 +61,25 @@ class TorchOptions:
         return (self.target, self.fuse, self.tile, self.tile_size, self.schedule, self.threads, self.fma, self.inline)
 
 
+#: Frontend options: default and description (from :class:`TorchOptions`).
+TORCH_OPTIONS: dict[str, tuple[Any, str]] = option_table(TorchOptions)
+
+
 def check_options(options: Mapping[str, Any] | None) -> TorchOptions:
-    """Validate ``options``; unknown names are an :class:`OptionError` that lists the known ones."""
+    """Validate ``options``; unknown names are an :class:`OptionError` that lists the known ones.  With an
+    explicit target, the options it is handed are checked by the target too, at once."""
     given = dict(options or {})
     unknown = sorted(set(given) - set(TORCH_OPTIONS))
     if unknown:
         raise OptionError(f"unknown polytri option(s) {', '.join(map(repr, unknown))}; known options: "
                           f"{', '.join(TORCH_OPTIONS)}")
-    merged = {k: given.get(k, default) for k, (default, _) in TORCH_OPTIONS.items()}
-    _check_target(merged["target"])
-    _check_flags(merged)
-    _check_scheduling(merged)
-    opts = TorchOptions(**merged)
+    target = given.get("target")
+    if target is not None and target not in TARGETS:
+        raise OptionError(f"option 'target' must be one of {', '.join(TARGETS)}, got {target!r}")
+    opts = parse_options(TorchOptions, given, "the PyTorch frontend")
     if opts.target is not None:  # the target's own check, now: not at the first graph
         get_target(opts.target).check_options(opts.compile_options(opts.target))
     return opts
-
-
-def _check_target(target: Any) -> None:
-    if target is not None and target not in TARGETS:
-        raise OptionError(f"option 'target' must be one of {', '.join(TARGETS)}, got {target!r}")
-
-
-def _check_flags(merged: Mapping[str, Any]) -> None:
-    """The booleans (``tile`` may also be None)."""
-    for flag in ("fma", "inline", "cache", "debug"):
-        if not isinstance(merged[flag], bool):
-            raise OptionError(f"option {flag!r} must be True or False, got {merged[flag]!r}")
-    if merged["tile"] is not None and not isinstance(merged["tile"], bool):
-        raise OptionError(f"option 'tile' must be True, False or None, got {merged['tile']!r}")
-
-
-def _check_scheduling(merged: Mapping[str, Any]) -> None:
-    """The sizes (``tile_size``, ``threads``), the schedule and the fusion policy."""
-    for name in ("tile_size", "threads"):
-        v = merged[name]
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise OptionError(f"option {name!r} must be a positive int, got {v!r}")
-    if merged["schedule"] not in (None, "auto", "pluto", "original"):
-        raise OptionError(f"option 'schedule' must be 'auto', 'pluto' or 'original', got {merged['schedule']!r}")
-    from ..schedule.pluto import FUSION_POLICIES
-    if merged["fuse"] is not None and merged["fuse"] not in FUSION_POLICIES:
-        raise OptionError(f"option 'fuse' must be one of {', '.join(FUSION_POLICIES)}, got {merged['fuse']!r}")
 
 
 def default_target(devices: Sequence[Any]) -> str:

@@ -49,8 +49,3 @@ def under(d: Decision | str, stage: str, prefix: str) -> Decision:
 def records(ds: Iterable[Decision | str], stage: str) -> list[Decision]:
     """:func:`as_record` of each."""
     return [as_record(d, stage) for d in ds]
-
-
-def of_kind(ds: Iterable[Decision | str], *kinds: str) -> list[Decision]:
-    """The records among ``ds`` whose kind is one of ``kinds``."""
-    return [d for d in ds if isinstance(d, Decision) and d.kind in kinds]

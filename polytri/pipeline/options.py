@@ -21,15 +21,18 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import OptionError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 Schedule = Literal["auto", "pluto", "original"]
 Fusion = Literal["smart", "max", "none", "outer"]
 
 
-def _positive(name: str, v: int) -> None:
+def positive(name: str, v: int) -> None:
     if v < 1:
         raise OptionError(f"option {name!r} must be a positive int, got {v!r}")
 
@@ -46,8 +49,9 @@ def _dot_block(name: str, v: tuple[int, ...]) -> None:
         _power_of_two(name, side)
 
 
-def _check(fn: Callable[[str, Any], None]) -> dict[str, Any]:
-    """A field's extra check, run on values other than ``None`` once the type matched."""
+def checked(fn: Callable[[str, Any], None]) -> dict[str, Any]:
+    """The ``metadata`` of a field whose values also pass ``fn(name, value)`` (run on values other than
+    ``None`` once the type matched): ``field(default=None, metadata=checked(positive))``."""
     return {"check": fn}
 
 
@@ -76,7 +80,7 @@ class CpuOptions:
     tile: bool | None = None
     """tile the permutable bands of the Pluto schedule: True, False, or None (schedule='auto' decides;
     'pluto' alone does not tile)"""
-    tile_size: int | None = field(default=None, metadata=_check(_positive))
+    tile_size: int | None = field(default=None, metadata=checked(positive))
     """tile side for every band dimension (default: from a model of the L2 cache)"""
     openmp: bool = True
     """parallelize the outermost parallel loop of each nest with OpenMP"""
@@ -89,7 +93,7 @@ class CpuOptions:
     fma: bool = False
     """the micro-kernel fuses each product into its sum (one rounding, as BLAS libraries do): faster, no
     longer bit-identical to pt.reference (which rounds the product, then the sum)"""
-    threads: int | None = field(default=None, metadata=_check(_positive))
+    threads: int | None = field(default=None, metadata=checked(positive))
     """OpenMP thread count (default: OpenMP's own)"""
     cc: str | None = None
     """C compiler (default: $CC or 'cc')"""
@@ -112,13 +116,13 @@ class GpuOptions:
     arch: str | None = None
     """architecture the launch model targets and asm() defaults to: sm_80, sm_90 (nvgpu, default sm_90);
     gfx90a, gfx942, gfx1100 (amdgpu, default gfx942)"""
-    block: int | None = field(default=None, metadata=_check(_power_of_two))
+    block: int | None = field(default=None, metadata=checked(_power_of_two))
     """block side of elementwise kernels, a power of two (default: the model's)"""
-    dot_block: tuple[int, ...] | None = field(default=None, metadata=_check(_dot_block))
+    dot_block: tuple[int, ...] | None = field(default=None, metadata=checked(_dot_block))
     """(M, N, K) tile of tl.dot contractions, powers of two (default: the model's)"""
-    num_warps: int | None = field(default=None, metadata=_check(_power_of_two))
+    num_warps: int | None = field(default=None, metadata=checked(_power_of_two))
     """warps per program, a power of two (default: the model's)"""
-    num_stages: int | None = field(default=None, metadata=_check(_positive))
+    num_stages: int | None = field(default=None, metadata=checked(positive))
     """software pipeline stages of tl.dot loops, at least 1 (default: the model's)"""
     temporaries: tuple[str, ...] = field(default=(), metadata={"normalize": _names})
     """arrays whose contents after the call do not matter: their producers may be recomputed in their
@@ -128,7 +132,7 @@ class GpuOptions:
     mantissa products)"""
 
 
-OptionsT = TypeVar("OptionsT", CpuOptions, GpuOptions)
+OptionsT = TypeVar("OptionsT", bound="DataclassInstance")
 
 
 @functools.cache
@@ -186,20 +190,21 @@ def _normalized(spec: Any, v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 
-def parse_options(cls: type[OptionsT], options: Mapping[str, Any] | None, target: str) -> OptionsT:
-    """The options of ``cls`` for ``target`` from a user's mapping: defaults filled in, every value checked."""
+def parse_options(cls: type[OptionsT], options: Mapping[str, Any] | None, owner: str) -> OptionsT:
+    """The options of the dataclass ``cls`` from a user's mapping: defaults filled in, every value checked;
+    ``owner`` names whose options they are in the messages (``target 'cpu'``)."""
     given = dict(options or {})
     known = {f.name: f for f in fields(cls)}
     unknown = sorted(set(given) - set(known))
     if unknown:
-        raise OptionError(f"unknown option(s) {', '.join(map(repr, unknown))} for target {target!r}; known: "
+        raise OptionError(f"unknown option(s) {', '.join(map(repr, unknown))} for {owner}; known: "
                           f"{', '.join(known)}")
     hints = typing.get_type_hints(cls)
     values = {}
     for name, v in given.items():
         v = _normalized(known[name], v)
         if not _accepts(hints[name], v):
-            raise OptionError(f"option {name!r} must be {_describe(hints[name])}, got {v!r} (target {target!r})")
+            raise OptionError(f"option {name!r} must be {_describe(hints[name])}, got {v!r} ({owner})")
         check = known[name].metadata.get("check")
         if check is not None and v is not None:
             check(name, v)

@@ -49,7 +49,7 @@ class Target(abc.ABC):
 
     def check_options(self, options: Any) -> dict[str, Any]:
         """The options merged with their defaults and checked (:class:`~polytri.errors.OptionError`)."""
-        return asdict(parse_options(self.options_class, options, self.name))
+        return asdict(parse_options(self.options_class, options, f"target {self.name!r}"))
 
     def rewrite(self, program: Program, opts: dict[str, Any]) -> tuple[Program, Sequence[Decision | str], bool]:
         """Rewrites of whole statement groups that pay on this target, before any other stage: the program,
