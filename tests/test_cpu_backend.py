@@ -58,10 +58,11 @@ def test_parallel_pragmas_follow_the_dependences():
     pragmas = {var: (pragma or "").strip() for pragma, var in loops}
     assert pragmas["c1"] == ""
     # the parallel loop lives in its own function (restrict parameters), with an orphaned omp for,
-    # called from a parallel region inside the time loop
+    # called inside the time loop from a parallel region when its work pays for one, else directly
     assert pragmas["c3"].startswith("#pragma omp for")
-    assert re.search(r"for \(int64_t c1 [^\n]*\n\s*#pragma omp parallel num_threads\(pt__threads\)\n\s*"
-                     r"pt_jacobi_2d_par0\(pt_A, pt_B, T, N, c1\);", src)
+    assert re.search(r"for \(int64_t c1 [^\n]*\n\s*if \(pt__threads > 1 && \([^\n]*\) >= pt__min_parallel_work\) \{\n"
+                     r"\s*#pragma omp parallel num_threads\(pt__threads\)\n\s*pt_jacobi_2d_par0\(pt_A, pt_B, T, N, c1\);\n"
+                     r"\s*\} else \{\n\s*pt_jacobi_2d_par0\(pt_A, pt_B, T, N, c1\);", src)
     assert pragmas["c5"] == "#pragma omp simd"
     # a Gauss-Seidel sweep has no parallel loop at all
     src = pt.compile(seidel_1d(), options={"schedule": "original"}).source

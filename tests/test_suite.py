@@ -23,7 +23,10 @@ def _program(name: str) -> pt.Program:
 
 @functools.cache
 def _compiled(name: str, threads: int) -> CpuKernel:
-    return pt.compile(_program(name), target="cpu", options={"threads": threads})
+    """On several threads every parallel loop opens its region, however small the sizes (the work
+    model would run the tests' small loops on one thread, the code path of ``threads=1``)."""
+    opts = {"threads": threads, "min_parallel_work": 0} if threads > 1 else {"threads": threads}
+    return pt.compile(_program(name), target="cpu", options=opts)
 
 
 def _instances(k: Kernel, params: dict[str, int]) -> int:

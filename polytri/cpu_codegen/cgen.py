@@ -22,6 +22,7 @@ from .contraction_fusion import epilogue_iterators, zero_init_fuses
 from .contraction_model import Contraction
 from .microkernel import micro_kernel
 from .packing import contraction_lines
+from .parallel_plan import MIN_WORK, RegionChoice, choose_region
 from .prelude import prelude
 from .private import local_name, private_arrays
 
@@ -42,6 +43,9 @@ class CodegenOptions:
     scratch: frozenset[str] = frozenset()
     """Temporaries no read of which sees a value from before the call: they may live in buffers local to
     one loop iteration (:mod:`.private`)."""
+    region_tests: bool = True
+    """Each parallel region opens only when its work reaches ``pt__min_parallel_work`` (see
+    :mod:`.parallel_plan`); otherwise every outermost parallel loop opens one."""
 
 
 def _signature(program: Program) -> list[str]:
@@ -111,6 +115,8 @@ class _Printer:
         """Contraction nests printed as micro-kernel calls, in order."""
         self.runs: Counter[str] = Counter()
         """How many times each statement appears in the whole loop AST."""
+        self.regions: list[RegionChoice] = []
+        """The choice made for each parallel loop that could open a region, in order."""
         self._found: dict[int, tuple[For, Contraction | None]] = {}
         """:meth:`find_contraction`'s answers by loop (the loop is kept so that its id stays its own)."""
 
@@ -211,7 +217,8 @@ class _Printer:
                 contraction = replace(contraction, epilogue=epilogue[0], epilogue_at=epilogue[1])
             self.contractions.append(contraction)
             if self.opts.openmp and not in_parallel:
-                self.outline(depth, lambda inner: inner.contraction(contraction, 1, threads=True))
+                choice = self.region_choice(n)
+                self.outline(depth, lambda inner: inner.contraction(contraction, 1, threads=True), choice)
             else:
                 self.contraction(contraction, depth, threads=False)
             return
@@ -221,7 +228,7 @@ class _Printer:
         # a buffer declared in the body must be visible to all of it: nothing inside is outlined
         local = self.local_buffers(n) if in_parallel or omp_for or not self.opts.openmp else {}
         if omp_for:
-            self.parallel_loop(n, depth, local)
+            self.parallel_loop(n, depth, local, self.region_choice(n))
             return
         if self.opts.simd and n.parallel and n.innermost and canonical:
             self.emit(depth, "#pragma omp simd")
@@ -286,16 +293,22 @@ class _Printer:
         self.private = outer
         self.emit(depth, "}")
 
-    def parallel_loop(self, n: For, depth: int, local: dict[str, int]) -> None:
+    def region_choice(self, n: For) -> RegionChoice:
+        """Whether the parallel loop ``n`` opens a region (see :mod:`.parallel_plan`); recorded."""
+        choice = choose_region(n, self.p, self.opts.region_tests)
+        self.regions.append(choice)
+        return choice
+
+    def parallel_loop(self, n: For, depth: int, local: dict[str, int], choice: RegionChoice) -> None:
         """A parallel loop: an orphaned ``omp for`` in an outlined function (see :meth:`outline`)."""
         simd = " simd" if self.opts.simd and n.innermost else ""
 
         def body(inner: _Printer) -> None:
             inner.emit(1, f"#pragma omp for{simd} schedule(static)")
             inner.plain_loop(n, 1, in_parallel=True, local=local)
-        self.outline(depth, body)
+        self.outline(depth, body, choice)
 
-    def outline(self, depth: int, body) -> None:
+    def outline(self, depth: int, body, choice: RegionChoice) -> None:
         """Code run by every thread of a parallel region goes into its own function, which ``body``
         prints.  Its arrays arrive as ``restrict`` parameters: gcc only trusts ``restrict`` on
         parameters, and a loop OpenMP outlines itself reads the pointers from a shared struct, losing the
@@ -317,8 +330,17 @@ class _Printer:
         self.outlined.append(f"static void {name}({', '.join(params)}) {{\n{text}\n}}\n")
         args = ([f"pt_{a.name}" for a in self.p.arrays] + [cname(s.name) for s in self.p.scalars]
                 + [cname(p) for p in self.p.params] + [cname(c) for c in self.counters])
+        called = f"{name}({', '.join(args)});"
+        if choice.verdict == "runtime":  # an orphaned ``omp for`` outside a region runs on the calling thread
+            self.emit(depth, f"if (pt__threads > 1 && {choice.work_text()} >= {MIN_WORK}) {{")
+            self.emit(depth + 1, "#pragma omp parallel num_threads(pt__threads)")
+            self.emit(depth + 1, called)
+            self.emit(depth, "} else {")
+            self.emit(depth + 1, called)
+            self.emit(depth, "}")
+            return
         self.emit(depth, "#pragma omp parallel num_threads(pt__threads)")
-        self.emit(depth, f"{name}({', '.join(args)});")
+        self.emit(depth, called)
 
     def run(self, st: Statement, n: Run, depth: int) -> None:
         for line in self.statement_lines(st, n.args):
@@ -340,10 +362,23 @@ class _Printer:
                 f"  {ref} = {value.text};", "}"]
 
 
-def generate_c(program: Program, ast: Node, *, function: str,
-               options: CodegenOptions) -> tuple[str, tuple[Contraction, ...], frozenset[str]]:
-    """The complete C source of ``program`` scanned by ``ast``, as function ``function``, the
-    contraction nests it computes with the micro-kernel, and the arrays it holds in local buffers only."""
+@dataclass(frozen=True)
+class GeneratedC:
+    """What :func:`generate_c` printed, and what it chose on the way."""
+
+    source: str
+    """The complete C translation unit."""
+    contractions: tuple[Contraction, ...]
+    """The contraction nests computed with the micro-kernel."""
+    local_arrays: frozenset[str]
+    """The arrays held in local buffers only."""
+    regions: tuple[RegionChoice, ...]
+    """The choice for each parallel loop that could open an OpenMP region."""
+
+
+def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOptions) -> GeneratedC:
+    """The complete C source of ``program`` scanned by ``ast``, as function ``function``, and the
+    choices made on the way."""
     pr = _Printer(program, options, function)
     pr.runs = run_counts(ast)
     pr.emit(1, "const int pt__threads = pt__num_threads > 0 ? pt__num_threads : omp_get_max_threads();"
@@ -359,8 +394,11 @@ def generate_c(program: Program, ast: Node, *, function: str,
     used = sorted({(c.dtype.name, c.op) for c in pr.contractions})
     kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd, options.fma) for t, op in used)
     outlined = "\n".join(pr.outlined)
-    return (f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n", tuple(pr.contractions),
-            frozenset(pr.localized))
+    if any(r.verdict == "runtime" for r in pr.regions):
+        outlined = (f"{comment('operations a parallel region needs to open: set by the caller after loading')}\n"
+                    f"double {MIN_WORK} = 0.0;\n\n{outlined}")
+    return GeneratedC(f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n", tuple(pr.contractions),
+                      frozenset(pr.localized), tuple(pr.regions))
 
 
-__all__ = ["CodegenOptions", "generate_c"]
+__all__ = ["CodegenOptions", "GeneratedC", "generate_c"]

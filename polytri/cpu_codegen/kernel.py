@@ -15,8 +15,10 @@ from ..ir.program import Program
 from ..pipeline.decisions import Decision
 from ..runtime.args import bind, is_torch_tensor
 from ..runtime.compiled import CompiledKernel
+from ..runtime.cpu_share import threads_now
 from ..schedule.dependences import Dependences
 from ..schedule.schedule import Schedule
+from .parallel_plan import MIN_WORK
 
 log = logging.getLogger("polytri.cpu")
 
@@ -52,7 +54,8 @@ class CpuKernel(CompiledKernel):
 
     def __init__(self, program: Program, schedule: Schedule, deps: Dependences, source: str, library: Path,
                  function: str, options: dict[str, Any], decisions: Sequence[Decision | str], *,
-                 local_arrays: frozenset[str] = frozenset(), epilogue_arrays: frozenset[str] = frozenset()):
+                 local_arrays: frozenset[str] = frozenset(), epilogue_arrays: frozenset[str] = frozenset(),
+                 min_parallel_work: float = 0.0):
         super().__init__(program, schedule, deps, options, decisions, "cpu")
         self.source = source
         """The generated C."""
@@ -70,6 +73,10 @@ class CpuKernel(CompiledKernel):
                        + [ctypes.c_int64] * len(program.params) + [ctypes.c_int])
         self._fn = fn
         self._lib = lib
+        self.min_parallel_work = min_parallel_work
+        """Operations a parallel region needs to open (set in the library: see :mod:`.parallel_plan`)."""
+        if hasattr(lib, MIN_WORK):  # a source whose regions test their work
+            ctypes.c_double.in_dll(lib, MIN_WORK).value = min_parallel_work
 
     @public
     def __call__(self, **kwargs: Any) -> None:
@@ -81,8 +88,7 @@ class CpuKernel(CompiledKernel):
             copies.append((bound.arrays[a.name], tmp))
         scalars = [_SCALAR_CTYPES[s.dtype](bound.scalars[s.name].item()) for s in self.program.scalars]
         params = [bound.params[p] for p in self.program.params]
-        threads = int(self.options.get("threads") or 0)
-        self._fn(*pointers, *scalars, *params, threads)
+        self._fn(*pointers, *scalars, *params, threads_now(self.options.get("threads")))
         for x, tmp in copies:
             if tmp is not None:
                 _write_back(x, tmp)
@@ -93,7 +99,7 @@ class CpuKernel(CompiledKernel):
         same shapes, types and layout through a checked call before (the torch frontend does, once per
         shape); the program must have no scalars."""
         assert not self.program.scalars
-        self._fn(*pointers, *params, int(self.options.get("threads") or 0))
+        self._fn(*pointers, *params, threads_now(self.options.get("threads")))
 
     def explain(self) -> str:
         """A readable report: statements, dependences, schedule, parallel loops, build."""

@@ -19,6 +19,7 @@ from .build import DEFAULT_FLAGS, build_library, vector_math_flags
 from .cgen import CodegenOptions, generate_c
 from .contraction_fusion import read_back_by_epilogues
 from .contraction_model import describe
+from .fork_cost import fork_cost
 from .kernel import CpuKernel
 
 
@@ -45,12 +46,19 @@ class CpuTarget(Target):
         cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"], microkernel=opts["microkernel"],
                             fma=opts["fma"], scratch=scratch)
         function = f"pt_{program.name}"
-        source, contractions, local = generate_c(program, ast, function=function, options=cg)
-        made: list[Decision | str] = [*decisions, *(describe(c) for c in contractions)]
+        out = generate_c(program, ast, function=function, options=cg)
+        source, contractions, local = out.source, out.contractions, out.local_arrays
+        min_work = 0.0
+        if any(r.verdict == "runtime" for r in out.regions):
+            min_work = opts["min_parallel_work"]
+            if min_work is None:
+                min_work = fork_cost(opts["cc"]).min_work
+        made: list[Decision | str] = [*decisions, *(describe(c) for c in contractions),
+                                      *(r.decision(min_work) for r in out.regions)]
         flags = (DEFAULT_FLAGS + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ())
                  + (vector_math_flags(opts["cc"]) if opts["simd"] else ()) + opts["cflags"])
         dump(source)  # before the build, which may fail
         library = build_library(source, cc=opts["cc"], flags=flags)
         made.append(f"built with {opts['cc']} {' '.join(flags)}")
         return CpuKernel(program, schedule, deps, source, library, function, opts, made, local_arrays=local,
-                         epilogue_arrays=read_back_by_epilogues(program, contractions))
+                         epilogue_arrays=read_back_by_epilogues(program, contractions), min_parallel_work=min_work)

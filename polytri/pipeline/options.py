@@ -37,6 +37,11 @@ def positive(name: str, v: int) -> None:
         raise OptionError(f"option {name!r} must be a positive int, got {v!r}")
 
 
+def _non_negative(name: str, v: float) -> None:
+    if not v >= 0:  # NaN too
+        raise OptionError(f"option {name!r} must be a number at least 0, got {v!r}")
+
+
 def _power_of_two(name: str, v: int) -> None:
     if v < 1 or v & (v - 1):
         raise OptionError(f"option {name!r} must be a power of two, got {v!r}")
@@ -94,7 +99,11 @@ class CpuOptions:
     """the micro-kernel fuses each product into its sum (one rounding, as BLAS libraries do): faster, no
     longer bit-identical to pt.reference (which rounds the product, then the sum)"""
     threads: int | None = field(default=None, metadata=checked(positive))
-    """OpenMP thread count (default: OpenMP's own)"""
+    """OpenMP thread count (default: OMP_NUM_THREADS if set, else the cores other processes leave free,
+    measured at each call)"""
+    min_parallel_work: float | None = field(default=None, metadata=checked(_non_negative))
+    """smallest work (operations) per run of a parallel loop that opens an OpenMP region; smaller runs
+    stay on the calling thread (default: measured on this machine at first use; 0: every parallel loop)"""
     cc: str | None = None
     """C compiler (default: $CC or 'cc')"""
     cflags: tuple[str, ...] = field(default=(), metadata={"normalize": _flags})
@@ -168,6 +177,8 @@ def _accepts(tp: Any, v: Any) -> bool:
         return isinstance(v, tuple) and all(_accepts(item, x) for x in v)
     if tp is int:
         return isinstance(v, int) and not isinstance(v, bool)
+    if tp is float:  # an int is a float too, as in Python's numeric tower
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
     return isinstance(v, tp)
 
 
@@ -181,7 +192,7 @@ def _describe(tp: Any) -> str:
         return ", ".join(_describe(a) for a in typing.get_args(tp))
     if origin is tuple:
         return f"a tuple of {_describe(typing.get_args(tp)[0])}"
-    return {bool: "True or False", int: "an int", str: "a string"}.get(tp, getattr(tp, "__name__", str(tp)))
+    return {bool: "True or False", int: "an int", float: "a number", str: "a string"}.get(tp, getattr(tp, "__name__", str(tp)))
 
 
 def _normalized(spec: Any, v: Any) -> Any:

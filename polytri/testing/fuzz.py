@@ -29,13 +29,14 @@ from ..errors import BoundsError, ParameterBoundsError
 #: :data:`OPTIONS`; kernels of other targets are called with the same numpy arguments).
 TARGETS = ["cpu", "nvgpu"]
 
-#: Option sets per target: the default, the original order without OpenMP, max fusion with small tiles.
+#: Option sets per target: the default, the original order without OpenMP, max fusion with small tiles on
+#: two threads with every parallel region open.
 #: The C is built with ``-Wall -Wextra -Werror``: generated code must compile warning-free.
 OPTIONS: dict[str, list[dict[str, Any]]] = {
     "cpu": [{"cflags": "-Wall -Wextra -Werror"},
             {"schedule": "original", "openmp": False, "simd": False, "cflags": "-Wall -Wextra -Werror"},
             {"schedule": "pluto", "fuse": "max", "tile": True, "tile_size": 2, "threads": 2,
-             "cflags": "-Wall -Wextra -Werror"}],
+             "min_parallel_work": 0, "cflags": "-Wall -Wextra -Werror"}],
 }
 
 ITERS = ("i", "j", "k")

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..compiler import compile as pt_compile
 from ..suite import copy_args
+from ..suite.datasets import DATASETS
 from .peak import Peak, default_threads, fma_peak, measure_peak, triad_bandwidth
 
 NOTE = "ratios, not absolute times, are what to compare; this machine is shared and noisy"
@@ -46,6 +47,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "naive": {"schedule": "original", "openmp": False, "simd": False, "microkernel": False},
     "orig+omp": {"schedule": "original", "microkernel": False},
     "polytri": {},
+    "pt 1 thread": {"threads": 1},
     "tiled": {"schedule": "pluto", "tile": True},
 }
 #: The column of the numpy/torch equivalents.
@@ -404,10 +406,18 @@ def cells(row: Row, peak: Peak) -> list[str]:
     return out
 
 
+def _ratio(row: Row, a: str, b: str) -> float | None:
+    """Time of variant ``a`` over time of variant ``b``, when both ran."""
+    ta, tb = row.times.get(a), row.times.get(b)
+    return ta / tb if ta and tb else None
+
+
 def summary(rows: list[Row], peak: Peak) -> list[str]:
     lines = []
     slower = [f"{r.kernel} ({r.speedup:.2f}x)" for r in rows if r.speedup is not None and r.speedup < 1.0]
     lines.append(f"polytri's default slower than the naive C on {len(slower)}: {', '.join(slower) or 'none'}")
+    alone = [f"{r.kernel} ({t:.2f}x)" for r in rows for t in [_ratio(r, "polytri", "pt 1 thread")] if t and t > 1.0]
+    lines.append(f"polytri's default slower than its one-thread run on {len(alone)}: {', '.join(alone) or 'none'}")
     ratios = [r.speedup for r in rows if r.speedup]
     if ratios:
         geo = float(np.exp(np.mean(np.log(ratios))))
@@ -455,7 +465,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "matches as a substring); default: every kernel of the suite")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per variant; the median is reported")
     parser.add_argument("--quick", action="store_true", help="small sizes and short peak runs (a smoke run)")
+    parser.add_argument("--dataset", choices=("bench", *DATASETS), default="bench",
+                        help="kernel sizes: PolyBench 4.2.1's MEDIUM or LARGE dataset, or 'bench' (default: sizes "
+                             "where the naive C takes roughly 0.05-1 s)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+
+
+def dataset_sizes(dataset: str) -> dict[str, Params]:
+    """Sizes by kernel for ``--dataset``."""
+    return BENCH_SIZES if dataset == "bench" else DATASETS[dataset]
 
 
 def select(pattern: str) -> list[str]:
@@ -481,7 +499,7 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
     peak = measure_peak(quick=args.quick)
     rows = []
     for name in names:
-        params = quick_size(name) if args.quick else dict(BENCH_SIZES[name])
+        params = quick_size(name) if args.quick else dict(dataset_sizes(args.dataset)[name])
         print(f"  {name} {_size(params)} ...", file=sys.stderr, flush=True)
         rows.append(run_kernel(name, params, args.repeat))
     print(render(rows, peak, args.repeat, markdown=args.markdown), file=out, flush=True)

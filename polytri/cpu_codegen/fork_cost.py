@@ -1,0 +1,142 @@
+"""What a parallel region costs on this machine, measured once: the smallest work worth parallelizing.
+
+A parallel loop of ``W`` operations takes ``W t`` on one thread and about ``W t / p + o`` on ``p``
+threads, where ``t`` is the time of one operation and ``o`` the fork, static split and join of an OpenMP
+region.  It pays when ``W > o / (t (1 - 1/p))``; the generated code parallelizes a region only above
+:data:`MARGIN` times that break-even (uneven work, memory bandwidth shared by the threads and cache misses
+make the real speed-up lower than ``p``).
+
+Both figures come from a probe built with the kernels' compiler and flags, at first use: ``o`` is the
+time of a region whose loop has one iteration per thread, ``t`` the time per operation of the same loop
+run on one thread over an array that stays in the L1 cache (``a[i] = a[i] * 0.5 + 1.0``, four operations
+in :func:`.parallel_plan.weight`'s count).  Each is the minimum over many trials, which a busy machine can
+only make larger, never smaller.  The result is kept in polytri's cache, per compiler and core count
+(``fork_cost.json``): delete the file to measure again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass
+from functools import cache
+
+from .build import DEFAULT_FLAGS, build_library, cache_dir, compiler_identity
+
+log = logging.getLogger("polytri.cpu")
+
+MARGIN = 2.0
+"""Parallelize only above this multiple of the break-even work."""
+PROBE_OPS = 4
+"""Operations of one iteration of the probe's loop (a load counts as one, as in :func:`.parallel_plan.weight`)."""
+
+PROBE_SOURCE = r"""
+#include <omp.h>
+#include <stdint.h>
+#include <time.h>
+
+static double pt_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void pt_probe_body(double *restrict a, int64_t n) {
+  #pragma omp for schedule(static)
+  for (int64_t i = 0; i < n; i += 1) a[i] = a[i] * 0.5 + 1.0;
+}
+
+/* Seconds per call of the loop over n elements, as a region of `threads` threads (0: no region),
+   the minimum over `trials` trials of `reps` calls. */
+double pt_probe(double *a, int64_t n, int threads, int reps, int trials) {
+  double best = 1e30;
+  for (int k = 0; k < trials; k += 1) {
+    double t0 = pt_now();
+    for (int r = 0; r < reps; r += 1) {
+      if (threads > 0) {
+        #pragma omp parallel num_threads(threads)
+        pt_probe_body(a, n);
+      } else {
+        pt_probe_body(a, n);
+      }
+    }
+    double t = (pt_now() - t0) / reps;
+    if (t < best) best = t;
+  }
+  return best;
+}
+"""
+
+
+@dataclass(frozen=True)
+class ForkCost:
+    """The measured figures and the threshold derived from them."""
+
+    threads: int
+    """Threads of the measured region (the usable cores)."""
+    region_seconds: float
+    """Fork, split and join of one region (``o``)."""
+    op_seconds: float
+    """One operation on one thread (``t``)."""
+
+    @property
+    def min_work(self) -> float:
+        """Smallest work (operations) per region that the generated code parallelizes."""
+        if self.threads <= 1:
+            return float("inf")
+        return MARGIN * self.region_seconds / (self.op_seconds * (1.0 - 1.0 / self.threads))
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def measure(cc: str) -> ForkCost:
+    """Run the probe (about 50 ms, once the probe is built)."""
+    lib = ctypes.CDLL(str(build_library(PROBE_SOURCE, cc=cc, flags=DEFAULT_FLAGS + ("-fopenmp",))))
+    probe = lib.pt_probe
+    probe.restype = ctypes.c_double
+    probe.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    threads = _cores()
+    n = 32768  # 256 KiB of doubles: in L2
+    buf = (ctypes.c_double * n)()
+    region = probe(buf, threads, threads, 200, 25) - probe(buf, threads, 0, 200, 25)
+    per_op = probe(buf, n, 0, 20, 25) / (n * PROBE_OPS)
+    return ForkCost(threads, max(region, 0.0), max(per_op, 1e-12))
+
+
+@cache
+def fork_cost(cc: str) -> ForkCost:
+    """The figures for compiler ``cc`` on this machine: from polytri's cache, else measured and kept."""
+    path = cache_dir() / "cpu" / "fork_cost.json"
+    key = f"{compiler_identity(cc)}|{_cores()}"
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError):
+        entries = {}
+    if isinstance(entries, dict) and isinstance(entries.get(key), dict):
+        try:
+            return ForkCost(**entries[key])
+        except TypeError:
+            pass
+    cost = measure(cc)
+    log.info("measured a parallel region's cost: %.2f us; one operation %.3f ns; regions below %.0f "
+             "operations run on one thread", cost.region_seconds * 1e6, cost.op_seconds * 1e9, cost.min_work)
+    entries = entries if isinstance(entries, dict) else {}
+    entries[key] = asdict(cost)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(entries, indent=1))
+        os.replace(tmp, path)
+    except OSError as exc:  # a read-only cache: measured again next process
+        log.debug("could not keep %s: %s", path, exc)
+    return cost
+
+
+__all__ = ["ForkCost", "fork_cost", "measure"]

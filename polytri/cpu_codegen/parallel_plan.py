@@ -1,0 +1,89 @@
+"""Which parallel loops open an OpenMP region: those whose work pays for a region's fork and join.
+
+A parallel loop's work is bounded by :func:`polytri.schedule.loop_work.loop_work` (operations per
+instance of each statement, times trip counts: an expression of the parameters and outer counters).  The
+generated code tests that bound each time the loop is reached against ``pt__min_parallel_work``, the
+smallest work worth a region on this machine (:mod:`.fork_cost`, set in the library when it is loaded, so
+that the C source does not depend on the machine); below it, or when one thread is asked for, the same
+loop runs on the calling thread (its orphaned ``omp for`` binds to a team of one).  A loop whose bound
+cannot be expressed (bounds outside the affine forms) always opens its region.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..ir.expr import Access, Binary, Call, Expr, Unary, children
+from ..ir.program import Program, Statement
+from ..pipeline.decisions import Decision
+from ..schedule.loop_ast import For, Run, walk
+from ..schedule.loop_work import Work, loop_work
+from .cexpr import index_expr
+
+Verdict = Literal["parallel", "runtime"]
+"""``parallel``: the region always opens; ``runtime``: it opens when its work reaches the threshold."""
+MIN_WORK = "pt__min_parallel_work"
+"""The C global holding the threshold."""
+
+
+def _operations(e: Expr) -> int:
+    """Loads and arithmetic operations of ``e`` (not those of its subscripts)."""
+    if isinstance(e, Access):
+        return 1
+    own = 1 if isinstance(e, (Binary, Unary, Call)) else 0
+    return own + sum(_operations(c) for c in children(e))
+
+
+def weight(st: Statement) -> int:
+    """Operations of one instance of ``st``: its store, and each load and arithmetic operation."""
+    return 1 + _operations(st.value)
+
+
+@dataclass(frozen=True)
+class RegionChoice:
+    """The choice for one parallel loop."""
+
+    loop: str
+    """The loop's counter."""
+    statements: tuple[str, ...]
+    """The statements it runs."""
+    work: Work
+    """The bound on its work per execution."""
+    verdict: Verdict
+
+    def work_text(self) -> str:
+        """C text of the work bound (in ``double``)."""
+        assert self.work.terms is not None
+        terms = []
+        for t in self.work.terms:
+            trips = "".join(f" * (double)({index_expr(e).text})" for e in t.trips)
+            terms.append(f"{t.weight}.0{trips}")
+        return f"({' + '.join(terms)})"
+
+    def decision(self, min_work: float) -> Decision:
+        """The record of this choice, the region's threshold being ``min_work`` operations."""
+        where = f"loop {self.loop} ({', '.join(self.statements)})"
+        value = self.work.value()
+        if self.verdict == "parallel":
+            text = f"{where}: an OpenMP region (its work has no affine bound)"
+        elif value is None:
+            text = (f"{where}: an OpenMP region when its work, a function of the sizes, reaches {min_work:.3g} "
+                    f"operations (tested each time the loop starts)")
+        else:
+            verb = "an OpenMP region" if value >= min_work else "runs on one thread"
+            text = f"{where}: {verb}, {value:.3g} operations per run, {min_work:.3g} needed for a region"
+        return Decision("codegen", f"region-{self.verdict}", self.loop, text,
+                        {"min_work": min_work, "work": value, "statements": self.statements})
+
+
+def choose_region(loop: For, program: Program, tested: bool = True) -> RegionChoice:
+    """The choice for the parallel loop ``loop`` (``tested`` false: every region opens)."""
+    stmts = tuple(dict.fromkeys(r.statement for r in walk(loop) if isinstance(r, Run)))
+    weights = {s: weight(program.statement(s)) for s in stmts}
+    work = loop_work(loop, weights.__getitem__)
+    verdict: Verdict = "runtime" if tested and work.terms is not None else "parallel"
+    return RegionChoice(loop.var, stmts, work, verdict)
+
+
+__all__ = ["MIN_WORK", "RegionChoice", "choose_region", "weight"]

@@ -1,0 +1,195 @@
+"""Adequate parallelism on the cpu target: the work bound of a loop AST, the region tests in the generated
+C, the measured cost of a region, and the thread count that follows the other processes' load."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+
+import islpy as isl
+import numpy as np
+import pytest
+
+import polytri as pt
+from polytri.cpu_codegen import fork_cost
+from polytri.cpu_codegen.parallel_plan import MIN_WORK, weight
+from polytri.errors import OptionError
+from polytri.ir.builder import to_program
+from polytri.runtime import cpu_share
+from polytri.runtime.cpu_share import CpuShare, StatSample
+from polytri.schedule.choose import choose_schedule
+from polytri.schedule.dependences import compute_dependences
+from polytri.schedule.loop_ast import For, Node, walk
+from polytri.schedule.loop_work import loop_work
+from polytri.suite import KERNELS, copy_args, make_args
+
+
+def _ast(name: str, schedule: str) -> tuple[pt.Program, Node]:
+    prog = to_program(KERNELS[name].build())
+    deps = compute_dependences(prog)
+    _, _, ast = choose_schedule(prog, deps, schedule, "smart", None, None)
+    return prog, ast
+
+
+def _instances(prog: pt.Program, params: dict[str, int]) -> int:
+    """Statement instances of ``prog`` at ``params``, counted by isl."""
+    total = 0
+    for st in prog.statements:
+        dom = st.domain
+        for p, v in params.items():
+            pos = dom.find_dim_by_name(isl.dim_type.param, p)
+            if pos >= 0:
+                dom = dom.fix_val(isl.dim_type.param, pos, isl.Val.int_from_si(dom.get_ctx(), v))
+        total += int(dom.count_val().to_python())
+    return total
+
+
+# The bound is a box around each statement's instances below a loop: exact on rectangles, 6x on a
+# tetrahedron (i < N, j < i, k < j), more where tiles cut a triangle (the tiles a triangle partly
+# covers count whole).  An overestimate only makes a region open where it might not pay: the behaviour
+# without the model.
+@pytest.mark.parametrize("name, schedule, params, slack", [
+    ("gemm", "original", dict(NI=7, NJ=5, NK=3), 1.0),
+    ("jacobi_2d", "original", dict(T=3, N=9), 1.0),
+    ("heat_3d", "auto", dict(T=8, N=66), 1.0),      # time-tiled
+    ("lu", "original", dict(N=30), 6.0),
+    ("lu", "auto", dict(N=200), 10.0),              # tiled, guards
+    ("cholesky", "auto", dict(N=200), 32.0),
+])
+def test_the_work_bound_covers_every_instance(name: str, schedule: str, params: dict[str, int],
+                                              slack: float) -> None:
+    prog, ast = _ast(name, schedule)
+    bound = loop_work(ast, lambda s: 1).value(params)
+    count = _instances(prog, params)
+    assert bound is not None and count <= bound <= slack * count, (bound, count)
+
+
+def test_the_bound_of_a_loop_is_an_expression_of_its_outer_counters() -> None:
+    prog, ast = _ast("lu", "original")
+    # for c1 < N: ... for c3 in [c1, N): for c5 < c1: S2 (the parallel loop c3 of the row's update)
+    (loop,) = [n for n in walk(ast) if isinstance(n, For) and n.parallel]
+    work = loop_work(loop, lambda s: 1)
+    assert work.value() is None  # symbolic in N and the outer counter
+    assert work.value({"N": 10, "c1": 2}) == (10 - 2) * 2
+    assert work.value({"N": 10, "c1": 9}) == (10 - 9) * 9
+
+
+def test_a_statement_weighs_its_store_loads_and_arithmetic_not_its_subscripts() -> None:
+    prog = to_program(KERNELS["jacobi_1d"].build())
+    # B[i] = 0.33333 * (A[i - 1] + A[i] + A[i + 1]): a store, three loads, three operations
+    assert weight(prog.statement("S0")) == 7
+
+
+def _run(k, name: str, params: dict[str, int]) -> dict:
+    args = make_args(KERNELS[name], params, seed=3)
+    k(**args)
+    return args
+
+
+@pytest.mark.parametrize("name", ["jacobi_2d", "lu", "gemm", "atax"])
+def test_both_sides_of_a_region_test_compute_the_reference(name: str) -> None:
+    prog = to_program(KERNELS[name].build())
+    params = KERNELS[name].small
+    want = copy_args(make_args(KERNELS[name], params, seed=3))
+    pt.reference(prog, **want)
+    for opts in ({"threads": 2, "min_parallel_work": 0}, {"threads": 2, "min_parallel_work": 1e30},
+                 {"threads": 1}):
+        k = pt.compile(prog, options=opts)
+        assert MIN_WORK in k.source
+        got = _run(k, name, params)
+        for a in prog.arrays:
+            np.testing.assert_allclose(got[a.name], want[a.name], rtol=1e-10, err_msg=f"{opts}: {a.name}")
+
+
+def test_the_threshold_is_set_in_the_loaded_library_and_explained() -> None:
+    prog = to_program(KERNELS["jacobi_2d"].build())
+    k = pt.compile(prog, options={"min_parallel_work": 12345})
+    assert ctypes.c_double.in_dll(k._lib, MIN_WORK).value == 12345.0
+    regions = [d for d in k.decision_records if d.kind.startswith("region")]
+    assert regions and all(d.kind == "region-runtime" and d.data["min_work"] == 12345 for d in regions)
+    assert "12345" in k.explain().replace("1.23e+04", "12345")
+
+
+@pytest.mark.parametrize("bad", [-1, "many", True, float("nan")])
+def test_a_bad_threshold_is_refused(bad) -> None:
+    with pytest.raises(OptionError, match="min_parallel_work"):
+        pt.compile(to_program(KERNELS["gemm"].build()), options={"min_parallel_work": bad})
+
+
+def test_the_region_cost_is_measured_once_and_kept(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("POLYTRI_CACHE_DIR", str(tmp_path))
+    fork_cost.fork_cost.cache_clear()
+    cost = fork_cost.fork_cost("cc")
+    assert cost.region_seconds >= 0 and cost.op_seconds > 0
+    assert cost.min_work > 0
+    kept = json.loads((tmp_path / "cpu" / "fork_cost.json").read_text())
+    assert list(kept.values()) == [{"threads": cost.threads, "region_seconds": cost.region_seconds,
+                                    "op_seconds": cost.op_seconds}]
+    fork_cost.fork_cost.cache_clear()
+
+    def no_measure(cc: str):
+        raise AssertionError("measured again")
+    monkeypatch.setattr(fork_cost, "measure", no_measure)
+    assert fork_cost.fork_cost("cc") == cost
+    fork_cost.fork_cost.cache_clear()
+
+
+def test_one_thread_never_opens_a_region() -> None:
+    assert fork_cost.ForkCost(1, 1e-6, 1e-9).min_work == float("inf")
+    assert fork_cost.ForkCost(2, 1e-6, 1e-9).min_work == pytest.approx(fork_cost.MARGIN * 1e-6 / 0.5e-9)
+
+
+class _Machine:
+    """A fake ``/proc/stat`` and clock: ``others`` cores busy with other processes, ``mine`` with ours."""
+
+    def __init__(self, others: float, mine: float, running: int):
+        self.t, self.others, self.mine, self.running = 0.0, others, mine, running
+        self.busy = self.own = 0.0
+
+    def tick(self, dt: float) -> None:
+        self.t += dt
+        self.busy += (self.others + self.mine) * dt
+        self.own += self.mine * dt
+
+    def share(self) -> CpuShare:
+        return CpuShare(read=lambda: StatSample(self.busy, self.running), own=lambda: self.own,
+                        clock=lambda: self.t, cores=lambda: 2)
+
+
+@pytest.mark.parametrize("others, mine, running, want", [
+    (0.0, 2.0, 3, 2),   # our own busy threads do not count: all cores
+    (1.0, 1.0, 3, 1),   # one core busy with another process
+    (2.0, 0.0, 3, 1),   # every core busy: still one thread
+    (0.3, 0.0, 1, 2),   # a little noise rounds to none
+])
+def test_the_thread_count_follows_the_other_processes(others, mine, running, want) -> None:
+    m = _Machine(others, mine, running)
+    share = m.share()
+    share.threads()  # the first reading: from the running tasks
+    m.tick(cpu_share.WINDOW * 2)
+    assert share.threads() == want
+
+
+def test_a_reading_is_reused_within_its_window_and_stale_ones_use_the_running_tasks() -> None:
+    m = _Machine(1.0, 0.0, 2)
+    share = m.share()
+    assert share.threads() == 1  # first reading: two running tasks, one of them the caller
+    m.others, m.running = 0.0, 1
+    m.tick(cpu_share.WINDOW / 10)
+    assert share.threads() == 1  # reused
+    m.tick(cpu_share.STALE * 2)
+    assert share.threads() == 2  # stale: the caller alone runs
+
+
+def test_without_proc_stat_or_with_a_fixed_count_openmp_decides(monkeypatch) -> None:
+    assert CpuShare(read=lambda: None).threads() == 0
+    assert cpu_share.threads_now(3) == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert cpu_share.threads_now(None) == 0
+
+
+def test_proc_stat_is_read_where_there_is_one() -> None:
+    sample = cpu_share.read_proc_stat()
+    if sample is None:
+        pytest.skip("no /proc/stat here")
+    assert sample.busy > 0 and sample.running >= 1
