@@ -145,6 +145,7 @@ class _Machine:
     def __init__(self, others: float, mine: float, running: int):
         self.t, self.others, self.mine, self.running = 0.0, others, mine, running
         self.busy = self.own = 0.0
+        self.own_running = 1
 
     def tick(self, dt: float) -> None:
         self.t += dt
@@ -153,7 +154,7 @@ class _Machine:
 
     def share(self) -> CpuShare:
         return CpuShare(read=lambda: StatSample(self.busy, self.running), own=lambda: self.own,
-                        clock=lambda: self.t, cores=lambda: 2)
+                        clock=lambda: self.t, cores=lambda: 2, own_running=lambda: self.own_running)
 
 
 @pytest.mark.parametrize("others, mine, running, want", [
@@ -179,6 +180,9 @@ def test_a_reading_is_reused_within_its_window_and_stale_ones_use_the_running_ta
     assert share.threads() == 1  # reused
     m.tick(cpu_share.STALE * 2)
     assert share.threads() == 2  # stale: the caller alone runs
+    m.running, m.own_running = 2, 2
+    m.tick(cpu_share.STALE * 2)
+    assert share.threads() == 2  # our own spinning worker is not another process
 
 
 def test_without_proc_stat_or_with_a_fixed_count_openmp_decides(monkeypatch) -> None:
@@ -193,3 +197,4 @@ def test_proc_stat_is_read_where_there_is_one() -> None:
     if sample is None:
         pytest.skip("no /proc/stat here")
     assert sample.busy > 0 and sample.running >= 1
+    assert cpu_share.own_running_threads() >= 1

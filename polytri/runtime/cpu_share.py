@@ -12,7 +12,8 @@ processes kept busy lately, rounded:
   minus this process's own (``getrusage``: its own threads, OpenMP's spinning workers included, never
   count as others), divided by the window;
 * when the last sample is older than :data:`STALE` seconds (or on the first call), from the number of
-  runnable tasks at this instant (``procs_running``) less the calling thread.
+  runnable tasks at this instant (``procs_running``) less this process's own running threads (the caller,
+  and OpenMP workers still spinning after an earlier call).
 
 Reading ``/proc/stat`` costs some microseconds, so a decision is reused for :data:`WINDOW` seconds.  Where
 ``/proc/stat`` cannot be read (not Linux), the answer is 0: OpenMP's own default.
@@ -65,6 +66,23 @@ def read_proc_stat(path: str = "/proc/stat") -> StatSample | None:
     return None if busy is None or running is None else StatSample(busy, running)
 
 
+def own_running_threads() -> int:
+    """Threads of this process that are running or runnable now (at least the caller)."""
+    count = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 1
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        count += state == "R"
+    return max(count, 1)
+
+
 def own_cpu_seconds() -> float:
     """CPU time of this process, all its threads, so far."""
     r = resource.getrusage(resource.RUSAGE_SELF)
@@ -84,8 +102,9 @@ class CpuShare:
 
     def __init__(self, read: Callable[[], StatSample | None] = read_proc_stat,
                  own: Callable[[], float] = own_cpu_seconds, clock: Callable[[], float] = time.monotonic,
-                 cores: Callable[[], int] = usable_cores):
+                 cores: Callable[[], int] = usable_cores, own_running: Callable[[], int] = own_running_threads):
         self._read, self._own, self._clock, self._cores = read, own, clock, cores
+        self._own_running = own_running
         self._lock = threading.Lock()
         self._last: tuple[float, float, StatSample] | None = None
         """(wall clock, own CPU seconds, machine sample) of the last reading."""
@@ -103,7 +122,7 @@ class CpuShare:
             own = self._own()
             cores = self._cores()
             if self._last is None or now - self._last[0] > STALE:
-                busy = sample.running - 1
+                busy = max(sample.running - self._own_running(), 0)
             else:
                 wall0, own0, sample0 = self._last
                 others = (sample.busy - sample0.busy) - (own - own0)
