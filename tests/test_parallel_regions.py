@@ -3,7 +3,6 @@ C, the measured cost of a region, and the thread count that follows the other pr
 
 from __future__ import annotations
 
-import ctypes
 import json
 
 import islpy as isl
@@ -101,10 +100,13 @@ def test_both_sides_of_a_region_test_compute_the_reference(name: str) -> None:
             np.testing.assert_allclose(got[a.name], want[a.name], rtol=1e-10, err_msg=f"{opts}: {a.name}")
 
 
-def test_the_threshold_is_set_in_the_loaded_library_and_explained() -> None:
+def test_the_threshold_is_the_kernels_own_and_explained() -> None:
     prog = to_program(KERNELS["jacobi_2d"].build())
     k = pt.compile(prog, options={"min_parallel_work": 12345})
-    assert ctypes.c_double.in_dll(k._lib, MIN_WORK).value == 12345.0
+    other = pt.compile(prog, options={"min_parallel_work": 0})
+    assert other.library == k.library  # one source, one library ...
+    assert (k.min_parallel_work, other.min_parallel_work) == (12345, 0)  # ... each kernel its threshold
+    assert f"double {MIN_WORK}" in k.source.split("void pt_jacobi_2d(")[1].split(")")[0]
     regions = [d for d in k.decision_records if d.kind.startswith("region")]
     assert regions and all(d.kind == "region-runtime" and d.data["min_work"] == 12345 for d in regions)
     assert "12345" in k.explain().replace("1.23e+04", "12345")

@@ -1,7 +1,8 @@
 """Loop AST + program -> one C translation unit with an OpenMP-annotated function.
 
 The function takes, in order: one pointer per array (declaration order), one value per scalar, one
-``int64_t`` per parameter, and the requested thread count (``<= 0``: OpenMP's default).  Inside, each
+``int64_t`` per parameter, the requested thread count (``<= 0``: OpenMP's default) and the smallest work
+a parallel region needs to open (``0``: every one opens; see :mod:`.parallel_plan`).  Inside, each
 array pointer is re-declared as a pointer to a variable-length array, so accesses read ``A[i][j]``.
 """
 
@@ -54,7 +55,7 @@ def _signature(program: Program) -> list[str]:
         d = dtypes.dtype(s.dtype)
         args.append(f"{'float' if d.kind == 'f' and d.bits <= 32 else d.c_type} {cname(s.name)}")
     args += [f"int64_t {cname(p)}" for p in program.params]
-    args.append("int pt__num_threads")
+    args += ["int pt__num_threads", f"double {MIN_WORK}"]
     return args
 
 
@@ -325,7 +326,7 @@ class _Printer:
         body(inner)
         self.contractions += inner.contractions
         self.localized |= inner.localized
-        params = _signature(self.p)[:-1] + [f"int64_t {cname(c)}" for c in self.counters]
+        params = _signature(self.p)[:-2] + [f"int64_t {cname(c)}" for c in self.counters]
         text = "\n".join(inner.lines)
         self.outlined.append(f"static void {name}({', '.join(params)}) {{\n{text}\n}}\n")
         args = ([f"pt_{a.name}" for a in self.p.arrays] + [cname(s.name) for s in self.p.scalars]
@@ -383,6 +384,7 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     pr.runs = run_counts(ast)
     pr.emit(1, "const int pt__threads = pt__num_threads > 0 ? pt__num_threads : omp_get_max_threads();"
             " (void)pt__threads;" if options.openmp else "(void)pt__num_threads;")
+    pr.emit(1, f"(void){MIN_WORK};")
     for line in _array_views(program):
         pr.emit(1, line)
     for line in _unused(program, []):
@@ -394,9 +396,6 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     used = sorted({(c.dtype.name, c.op) for c in pr.contractions})
     kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd, options.fma) for t, op in used)
     outlined = "\n".join(pr.outlined)
-    if any(r.verdict == "runtime" for r in pr.regions):
-        outlined = (f"{comment('operations a parallel region needs to open: set by the caller after loading')}\n"
-                    f"double {MIN_WORK} = 0.0;\n\n{outlined}")
     return GeneratedC(f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n", tuple(pr.contractions),
                       frozenset(pr.localized), tuple(pr.regions))
 

@@ -18,7 +18,6 @@ from ..runtime.compiled import CompiledKernel
 from ..runtime.cpu_share import threads_now
 from ..schedule.dependences import Dependences
 from ..schedule.schedule import Schedule
-from .parallel_plan import MIN_WORK
 
 log = logging.getLogger("polytri.cpu")
 
@@ -70,13 +69,11 @@ class CpuKernel(CompiledKernel):
         fn.restype = None
         fn.argtypes = ([ctypes.c_void_p] * len(program.arrays)
                        + [_SCALAR_CTYPES[s.dtype] for s in program.scalars]
-                       + [ctypes.c_int64] * len(program.params) + [ctypes.c_int])
+                       + [ctypes.c_int64] * len(program.params) + [ctypes.c_int, ctypes.c_double])
         self._fn = fn
         self._lib = lib
         self.min_parallel_work = min_parallel_work
-        """Operations a parallel region needs to open (set in the library: see :mod:`.parallel_plan`)."""
-        if hasattr(lib, MIN_WORK):  # a source whose regions test their work
-            ctypes.c_double.in_dll(lib, MIN_WORK).value = min_parallel_work
+        """Operations a parallel region needs to open, passed at each call (see :mod:`.parallel_plan`)."""
 
     @public
     def __call__(self, **kwargs: Any) -> None:
@@ -88,7 +85,7 @@ class CpuKernel(CompiledKernel):
             copies.append((bound.arrays[a.name], tmp))
         scalars = [_SCALAR_CTYPES[s.dtype](bound.scalars[s.name].item()) for s in self.program.scalars]
         params = [bound.params[p] for p in self.program.params]
-        self._fn(*pointers, *scalars, *params, threads_now(self.options.get("threads")))
+        self._fn(*pointers, *scalars, *params, threads_now(self.options.get("threads")), self.min_parallel_work)
         for x, tmp in copies:
             if tmp is not None:
                 _write_back(x, tmp)
@@ -99,7 +96,7 @@ class CpuKernel(CompiledKernel):
         same shapes, types and layout through a checked call before (the torch frontend does, once per
         shape); the program must have no scalars."""
         assert not self.program.scalars
-        self._fn(*pointers, *params, threads_now(self.options.get("threads")))
+        self._fn(*pointers, *params, threads_now(self.options.get("threads")), self.min_parallel_work)
 
     def explain(self) -> str:
         """A readable report: statements, dependences, schedule, parallel loops, build."""

@@ -3,8 +3,9 @@
 A parallel loop's work is bounded by :func:`polytri.schedule.loop_work.loop_work` (operations per
 instance of each statement, times trip counts: an expression of the parameters and outer counters).  The
 generated code tests that bound each time the loop is reached against ``pt__min_parallel_work``, the
-smallest work worth a region on this machine (:mod:`.fork_cost`, set in the library when it is loaded, so
-that the C source does not depend on the machine); below it, or when one thread is asked for, the same
+smallest work worth a region on this machine (:mod:`.fork_cost`), an argument of the generated function
+(so the C source does not depend on the machine, and kernels of one source may use different
+thresholds); below it, or when one thread is asked for, the same
 loop runs on the calling thread (its orphaned ``omp for`` binds to a team of one).  A loop whose bound
 cannot be expressed (bounds outside the affine forms) always opens its region.
 """
@@ -24,7 +25,7 @@ from .cexpr import index_expr
 Verdict = Literal["parallel", "runtime"]
 """``parallel``: the region always opens; ``runtime``: it opens when its work reaches the threshold."""
 MIN_WORK = "pt__min_parallel_work"
-"""The C global holding the threshold."""
+"""The generated function's argument holding the threshold."""
 
 
 def _operations(e: Expr) -> int:

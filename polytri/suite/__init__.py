@@ -40,6 +40,7 @@ from .linalg import (
     build_bicg,
     build_cholesky,
     build_doitgen,
+    build_durbin,
     build_gemm,
     build_gemver,
     build_gesummv,
@@ -53,7 +54,9 @@ from .linalg import (
     build_trisolv,
     build_trmm,
 )
+from .medley import build_deriche, build_floyd_warshall, build_nussinov
 from .stencils import (
+    build_adi,
     build_blur,
     build_fdtd_2d,
     build_heat_3d,
@@ -63,7 +66,7 @@ from .stencils import (
 )
 
 #: The categories of the suite.
-CATEGORIES = ("linear-algebra", "solver", "stencil", "datamining")
+CATEGORIES = ("linear-algebra", "solver", "stencil", "datamining", "medley")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -134,6 +137,8 @@ _LIST = [
        lambda q: q["N"] ** 3 / 3.0),
     _k("gramschmidt", build_gramschmidt, "solver", dict(M=13, N=11), dict(M=2, N=1),
        lambda q: 2.0 * q["M"] * q["N"] ** 2 + 3.0 * q["M"] * q["N"]),
+    _k("durbin", build_durbin, "solver", dict(N=15), dict(N=1),
+       lambda q: 2.0 * q["N"] ** 2),
     # stencils
     _k("jacobi_1d", build_jacobi_1d, "stencil", dict(T=5, N=31), dict(T=1, N=2),
        lambda q: 6.0 * q["T"] * max(q["N"] - 2, 0)),
@@ -145,6 +150,8 @@ _LIST = [
        lambda q: 30.0 * q["T"] * max(q["N"] - 2, 0) ** 3),
     _k("fdtd_2d", build_fdtd_2d, "stencil", dict(T=3, NX=11, NY=13), dict(T=1, NX=1, NY=2),
        lambda q: q["T"] * (11.0 * q["NX"] * q["NY"])),
+    _k("adi", build_adi, "stencil", dict(T=3, N=11), dict(T=1, N=2),
+       lambda q: 30.0 * q["T"] * max(q["N"] - 2, 0) ** 2),
     _k("blur", build_blur, "stencil", dict(C=3, H=15, W=17), dict(C=1, H=5, W=4),
        lambda q: 9.0 * q["C"] * (q["H"] + max(q["H"] - 4, 0)) * max(q["W"] - 4, 0)),
     # data mining
@@ -152,6 +159,13 @@ _LIST = [
        lambda q: q["M"] * (q["M"] + 1) / 2 * 2.0 * q["N"] + 2.0 * q["M"] * q["N"]),
     _k("correlation", build_correlation, "datamining", dict(M=11, N=13), dict(M=1, N=1),
        lambda q: q["M"] * (q["M"] - 1) / 2 * 2.0 * q["N"] + 7.0 * q["M"] * q["N"]),
+    # medley
+    _k("deriche", build_deriche, "medley", dict(W=13, H=11), dict(W=1, H=2),
+       lambda q: 32.0 * q["W"] * q["H"]),
+    _k("floyd_warshall", build_floyd_warshall, "medley", dict(N=13), dict(N=1),
+       lambda q: 2.0 * q["N"] ** 3),
+    _k("nussinov", build_nussinov, "medley", dict(N=13), dict(N=1),
+       lambda q: q["N"] ** 3 / 3.0),
 ]
 
 #: Every kernel of the suite, by name.
@@ -222,14 +236,32 @@ def _correlation_inputs(args: dict[str, Any], params: Params, rng: np.random.Gen
         args["data"][:, 1] = 0.25  # a constant column: exercises the stddev <= eps guard
 
 
+def _durbin_inputs(args: dict[str, Any], params: Params, rng: np.random.Generator) -> None:
+    n = params["N"]  # autocorrelations of a stable process: every |alpha| < 1
+    args["r"] = 0.5 ** np.arange(1, n + 1) * rng.uniform(0.5, 1.0, n)
+
+
+def _floyd_warshall_inputs(args: dict[str, Any], params: Params, rng: np.random.Generator) -> None:
+    args["path"] = rng.uniform(0.0, 1.0, args["path"].shape)  # no negative cycle
+
+
+def _nussinov_inputs(args: dict[str, Any], params: Params, rng: np.random.Generator) -> None:
+    args["seq"] = rng.integers(0, 4, args["seq"].shape).astype(np.float64)  # the bases, 0 to 3
+    args["table"] = np.zeros_like(args["table"])
+
+
 def _blur_inputs(args: dict[str, Any], params: Params, rng: np.random.Generator) -> None:
-    args["img"] = rng.uniform(0.0, 1.0, args["img"].shape).astype(np.float32)
+    """An image in [0, 1) (blur's ``img``, deriche's ``imgIn``)."""
+    name = "img" if "img" in args else "imgIn"
+    args[name] = rng.uniform(0.0, 1.0, args[name].shape).astype(np.float32)
 
 
 #: Kernels whose random inputs are replaced or adjusted (well-conditioned matrices, special cases).
 _CONDITIONED_INPUTS: dict[str, Callable[[dict[str, Any], Params, np.random.Generator], None]] = {
     "cholesky": _cholesky_inputs, "lu": _lu_inputs, "ludcmp": _lu_inputs, "trisolv": _trisolv_inputs,
     "gramschmidt": _gramschmidt_inputs, "correlation": _correlation_inputs, "blur": _blur_inputs,
+    "durbin": _durbin_inputs, "floyd_warshall": _floyd_warshall_inputs, "nussinov": _nussinov_inputs,
+    "deriche": _blur_inputs,
 }
 
 

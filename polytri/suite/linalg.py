@@ -349,3 +349,30 @@ def build_gramschmidt() -> pt.Program:
             with p.loop("i", 0, "M"):
                 p.assign("A[i, j] = A[i, j] - Q[i, k] * R[k, j]")
     return p
+
+
+def build_durbin() -> pt.Program:
+    """Levinson-Durbin recursion: the Toeplitz system of autocorrelations ``r`` solved into ``y``.
+    PolyBench's scalars ``alpha``, ``beta`` and ``sum`` are one-element arrays."""
+    p = pt.Program("durbin", params=["N"])
+    p.assume("N >= 1")
+    p.array("r", ("N",))
+    p.array("y", ("N",))
+    p.array("z", ("N",))
+    for name in ("alpha", "beta", "total"):
+        p.array(name, (1,))
+    p.assign("y[0] = -r[0]")
+    p.assign("beta[0] = 1.0")
+    p.assign("alpha[0] = -r[0]")
+    with p.loop("k", 1, "N"):
+        p.assign("beta[0] = (1.0 - alpha[0] * alpha[0]) * beta[0]")
+        p.assign("total[0] = 0.0")
+        with p.loop("i", 0, "k"):
+            p.assign("total[0] += r[k - i - 1] * y[i]")
+        p.assign("alpha[0] = -(r[k] + total[0]) / beta[0]")
+        with p.loop("i", 0, "k"):
+            p.assign("z[i] = y[i] + alpha[0] * y[k - i - 1]")
+        with p.loop("i", 0, "k"):
+            p.assign("y[i] = z[i]")
+        p.assign("y[k] = alpha[0]")
+    return p

@@ -86,6 +86,45 @@ def build_fdtd_2d() -> pt.Program:
     return p
 
 
+def build_adi() -> pt.Program:
+    """Alternating-direction implicit solver of 2-D heat diffusion: per time step, a tridiagonal solve
+    along each column (``u`` into ``v``), then along each row (``v`` into ``u``).  PolyBench's
+    coefficients (DX = DY = 1/N, DT = 1/T, B1 = 2, B2 = 1) are written out: ``a = c = -N²/T``,
+    ``b = 1 + 2N²/T``, ``d = f = -N²/(2T)``, ``e = 1 + N²/T``; its downward ``j`` is ``N - 1 - jj``."""
+    p = pt.Program("adi", params=["T", "N"])
+    p.assume("N >= 2")
+    for name in ("u", "v", "p", "q"):
+        p.array(name, ("N", "N"))
+    a = "(-1.0 * N * N / T)"      # = c
+    b = "(1.0 + 2.0 * N * N / T)"
+    d = "(-0.5 * N * N / T)"      # = f
+    e = "(1.0 + 1.0 * N * N / T)"
+    with p.loop("t", 1, "T + 1"):
+        with p.loop("i", 1, "N - 1"):           # along each column: u -> v
+            p.assign("v[0, i] = 1.0")
+            p.assign("p[i, 0] = 0.0")
+            p.assign("q[i, 0] = v[0, i]")
+            with p.loop("j", 1, "N - 1"):
+                p.assign(f"p[i, j] = -{a} / ({a} * p[i, j - 1] + {b})")
+                p.assign(f"q[i, j] = (-{d} * u[j, i - 1] + (1.0 + 2.0 * {d}) * u[j, i] - {d} * u[j, i + 1] "
+                         f"- {a} * q[i, j - 1]) / ({a} * p[i, j - 1] + {b})")
+            p.assign("v[N - 1, i] = 1.0")
+            with p.loop("jj", 1, "N - 1"):
+                p.assign("v[N - 1 - jj, i] = p[i, N - 1 - jj] * v[N - jj, i] + q[i, N - 1 - jj]")
+        with p.loop("i", 1, "N - 1"):           # along each row: v -> u
+            p.assign("u[i, 0] = 1.0")
+            p.assign("p[i, 0] = 0.0")
+            p.assign("q[i, 0] = u[i, 0]")
+            with p.loop("j", 1, "N - 1"):
+                p.assign(f"p[i, j] = -{d} / ({d} * p[i, j - 1] + {e})")
+                p.assign(f"q[i, j] = (-{a} * v[i - 1, j] + (1.0 + 2.0 * {a}) * v[i, j] - {a} * v[i + 1, j] "
+                         f"- {d} * q[i, j - 1]) / ({d} * p[i, j - 1] + {e})")
+            p.assign("u[i, N - 1] = 1.0")
+            with p.loop("jj", 1, "N - 1"):
+                p.assign("u[i, N - 1 - jj] = p[i, N - 1 - jj] * u[i, N - jj] + q[i, N - 1 - jj]")
+    return p
+
+
 def build_blur() -> pt.Program:
     """Separable binomial 5-tap blur of a (C, H, W) float32 image, 'valid' borders.
 

@@ -82,6 +82,11 @@ BENCH_SIZES: dict[str, Params] = {
     "blur": dict(C=3, H=2048, W=2048),
     "covariance": dict(M=600, N=800),
     "correlation": dict(M=600, N=800),
+    "durbin": dict(N=4000),
+    "adi": dict(T=20, N=1000),
+    "deriche": dict(W=2048, H=2048),
+    "floyd_warshall": dict(N=800),
+    "nussinov": dict(N=800),
 }
 
 #: ``--quick`` sizes: large enough to time, small enough for a smoke test (kernels not listed: their
