@@ -17,6 +17,7 @@ unknowns, so each becomes a convex set of unknowns: the preimage of the Farkas s
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import islpy as isl
@@ -67,8 +68,15 @@ def _affine_sum(terms: list[tuple[int, str]]) -> str:
 
 
 def _preimage(layout: Layout, piece: isl.BasicMap, forms: list[str]) -> isl.BasicSet:
-    """Unknowns for which the affine form whose coefficients are ``forms`` is >= 0 on ``piece``."""
-    wrapped = piece.remove_divs().wrap()
+    """Unknowns for which the affine form whose coefficients are ``forms`` is >= 0 on ``piece``.  The
+    scheduler asks again for the same pieces at each band (the dependences not yet carried), so the
+    answers are kept, by the piece's text (isl objects are not hashable by value)."""
+    return _preimage_cached(layout, str(piece), tuple(forms))
+
+
+@functools.lru_cache(maxsize=4096)
+def _preimage_cached(layout: Layout, piece_text: str, forms: tuple[str, ...]) -> isl.BasicSet:
+    wrapped = isl.BasicMap(piece_text).remove_divs().wrap()
     farkas = wrapped.coefficients().flatten()
     # the Farkas set is rational; Pluto wants integer unknowns satisfying the same inequalities
     farkas = isl.BasicSet(str(farkas).replace("{ rat: ", "{ "))
