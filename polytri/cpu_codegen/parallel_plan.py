@@ -52,6 +52,7 @@ class RegionChoice:
     work: Work
     """The bound on its work per execution."""
     verdict: Verdict
+    """``runtime`` when the generated code tests the bound, ``parallel`` when the region always opens."""
 
     def work_text(self) -> str:
         """C text of the work bound (in ``double``)."""
