@@ -307,13 +307,22 @@ class _Printer:
         def body(inner: _Printer) -> None:
             inner.emit(1, f"#pragma omp for{simd} schedule(static)")
             inner.plain_loop(n, 1, in_parallel=True, local=local)
-        self.outline(depth, body, choice)
 
-    def outline(self, depth: int, body, choice: RegionChoice) -> None:
+        def serial(d: int) -> None:
+            if simd:
+                self.emit(d, "#pragma omp simd")
+            self.plain_loop(n, d, in_parallel=True, local=local)
+        self.outline(depth, body, choice, serial)
+
+    def outline(self, depth: int, body, choice: RegionChoice, serial=None) -> None:
         """Code run by every thread of a parallel region goes into its own function, which ``body``
         prints.  Its arrays arrive as ``restrict`` parameters: gcc only trusts ``restrict`` on
         parameters, and a loop OpenMP outlines itself reads the pointers from a shared struct, losing the
-        no-alias guarantee (measured: gesummv 3x slower on one thread)."""
+        no-alias guarantee (measured: gesummv 3x slower on one thread).  Where the region opens only
+        when its work pays (:mod:`.parallel_plan`), the calling thread alone runs the work otherwise:
+        ``serial(depth)`` prints it inline (a plain loop: no call, no worksharing), or, without it (a
+        contraction nest, whose packing code is long and whose work dwarfs a call), the outlined function
+        is called outside any region, its ``omp for`` binding to a team of one."""
         assert not self.private, "a loop with local buffers outlines nothing (see loop)"
         name = f"{self.function}_par{len(self.outlined)}"
         inner = _Printer(self.p, self.opts, name)
@@ -332,12 +341,15 @@ class _Printer:
         args = ([f"pt_{a.name}" for a in self.p.arrays] + [cname(s.name) for s in self.p.scalars]
                 + [cname(p) for p in self.p.params] + [cname(c) for c in self.counters])
         called = f"{name}({', '.join(args)});"
-        if choice.verdict == "runtime":  # an orphaned ``omp for`` outside a region runs on the calling thread
+        if choice.verdict == "runtime":
             self.emit(depth, f"if (pt__threads > 1 && {choice.work_text()} >= {MIN_WORK}) {{")
             self.emit(depth + 1, "#pragma omp parallel num_threads(pt__threads)")
             self.emit(depth + 1, called)
             self.emit(depth, "} else {")
-            self.emit(depth + 1, called)
+            if serial is not None:
+                serial(depth + 1)
+            else:
+                self.emit(depth + 1, called)
             self.emit(depth, "}")
             return
         self.emit(depth, "#pragma omp parallel num_threads(pt__threads)")

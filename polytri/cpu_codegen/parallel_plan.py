@@ -5,8 +5,9 @@ instance of each statement, times trip counts: an expression of the parameters a
 generated code tests that bound each time the loop is reached against ``pt__min_parallel_work``, the
 smallest work worth a region on this machine (:mod:`.fork_cost`), an argument of the generated function
 (so the C source does not depend on the machine, and kernels of one source may use different
-thresholds); below it, or when one thread is asked for, the same
-loop runs on the calling thread (its orphaned ``omp for`` binds to a team of one).  A loop whose bound
+thresholds); below it, or when one thread is asked for, the calling thread runs the same loop, printed
+inline (a contraction nest calls its outlined function, whose orphaned ``omp for`` binds to a team of
+one).  A loop whose bound
 cannot be expressed (bounds outside the affine forms) always opens its region.
 """
 
