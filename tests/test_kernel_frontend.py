@@ -425,14 +425,53 @@ def test_unknown_name_is_rejected():
     assert src[carets.index("^"):].startswith("THIS_FILE") and carets.count("^") == len("THIS_FILE")
 
 
-def test_range_with_step_is_rejected():
+def back_substitution(U: f64["N", "N"], b: f64["N"], x: f64["N"], N: int):
+    for i in range(N - 1, -1, -1):          # as PolyBench writes it: downwards
+        x[i] = b[i]
+        for j in range(i + 1, N):
+            x[i] -= U[i, j] * x[j]
+        x[i] = x[i] / U[i, i]
+
+
+def strided_sweep(A: f64["N", "N"], B: f64["N", "N"], N: int):
+    for i in range(1, N, 3):
+        for j in range(N - 2, i, -2):         # a bound depending on a stepped loop's variable
+            B[i, j] = A[i, j] + A[j, i] * 2.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 13])
+def test_loops_with_steps_run_as_python_runs_them(n: int):
+    rng = np.random.default_rng(n)
+    u, b = rng.random((n, n)) + n * np.eye(n), rng.random(n)
+    want, got = np.zeros(n), np.zeros(n)
+    back_substitution(u, b, want, n)                   # plain Python: the oracle
+    kernel(back_substitution)(u, b, got)
+    np.testing.assert_array_equal(got, want)
+    a = rng.random((n, n))
+    want2, got2 = np.zeros((n, n)), np.zeros((n, n))
+    strided_sweep(a, want2, n)
+    kernel(strided_sweep)(a, got2)
+    np.testing.assert_array_equal(got2, want2)
+
+
+def test_a_zero_step_is_rejected():
     with pytest.raises(ParseError) as ei:
         @kernel
         def bad(A: f64["N"], N: int):
-            for i in range(0, N, 2):  # err-step
+            for i in range(0, N, 0):  # err-zero
+                A[i] = 0.0
+    assert_points_at(ei.value, "err-zero")
+    assert "must not be zero" in str(ei.value)
+
+
+def test_a_step_that_is_not_a_literal_is_rejected():
+    with pytest.raises(ParseError) as ei:
+        @kernel
+        def bad(A: f64["N"], N: int, k: int):
+            for i in range(0, N, k):  # err-step
                 A[i] = 0.0
     assert_points_at(ei.value, "err-step")
-    assert "step" in str(ei.value)
+    assert "must be an integer literal" in str(ei.value)
 
 
 def test_assignment_to_plain_variable_is_rejected():

@@ -1,7 +1,7 @@
 """``@pt.kernel``: a restricted Python function becomes a :class:`~polytri.ir.program.Program`.
 
-The subset (see ``docs/kernel.md``): ``for v in range(lo, hi)`` with affine bounds, ``if``/``elif``/``else``
-with affine conditions (``and``, ``or``, ``not`` and chained comparisons included), and assignments or
+The subset (see ``docs/kernel.md``): ``for v in range(lo, hi[, step])`` with affine bounds and a literal
+step, ``if``/``elif``/``else`` with affine conditions (``and``, ``or``, ``not`` and chained comparisons included), and assignments or
 augmented assignments to array elements; ``assert`` on the parameters at the top level becomes an
 assumption (``Program.assume``).  Docstrings, ``pass`` and ``...`` are ignored.  The function is
 never run: its source is read with :mod:`inspect`, parsed with :mod:`ast` and replayed on a
@@ -310,7 +310,8 @@ class _Translator:
         self.iters: list[str] = []
         """Loop variables in scope, as written."""
         self.rename: dict[str, str] = {}
-        """Loop variables the builder would reject (``_``, ``_t``) -> the name they take in the program."""
+        """Loop variables the builder would reject (``_``, ``_t``) -> the name they take in the program, and
+        the variables of loops with a step -> their value, an expression of the program's counter."""
         self.guards = 0
         """Number of enclosing ``if`` blocks."""
         self.written = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(fdef)
@@ -324,15 +325,18 @@ class _Translator:
         rename = self.rename
 
         class Sub(ast.NodeTransformer):
-            def visit_Name(self, n: ast.Name) -> ast.Name:
-                return ast.copy_location(ast.Name(id=rename.get(n.id, n.id), ctx=n.ctx), n)
+            def visit_Name(self, n: ast.Name) -> ast.expr:
+                new = rename.get(n.id, n.id)
+                if new.isidentifier():
+                    return ast.copy_location(ast.Name(id=new, ctx=n.ctx), n)
+                return ast.copy_location(ast.parse(new, mode="eval").body, n)  # a stepped loop's value
 
         return ast.unparse(Sub().visit(copy.deepcopy(node)))
 
     def fresh(self, var: str) -> str:
         """A program name for a loop variable starting with '_' (reserved for generated code)."""
         cand = (var.strip("_") or "it") + "_"
-        while cand in self.written or cand in self.known or cand in self.rename.values():
+        while cand in self.written or cand in self.known or any(cand in v for v in self.rename.values()):
             cand += "_"
         return cand
 
@@ -382,7 +386,7 @@ class _Translator:
         raise self.fail(s, f"{message} ({_SUBSET})")
 
     def range_call(self, s: ast.For) -> ast.Call:
-        """The loop's ``range(hi)`` / ``range(lo, hi)`` / ``range(lo, hi, 1)``, checked."""
+        """The loop's ``range(hi)`` / ``range(lo, hi)`` / ``range(lo, hi, step)``, checked."""
         if not isinstance(s.target, ast.Name):
             raise self.fail(s.target, "the loop variable must be a single name, like `for i in range(N)`")
         it = s.iter
@@ -390,18 +394,24 @@ class _Translator:
             raise self.fail(it, "loops must iterate over range(hi) or range(lo, hi) with affine bounds")
         if it.keywords or not 1 <= len(it.args) <= 3 or any(isinstance(a, ast.Starred) for a in it.args):
             raise self.fail(it, "range() takes one to three positional arguments: range(hi), range(lo, hi)")
-        if len(it.args) == 3:
-            self.check_step(it.args[2])
         if s.orelse:
             raise self.fail(s.orelse[0], "'for ... else' is not supported")
         return it
 
-    def check_step(self, step: ast.expr) -> None:
-        """Only a literal step of 1 is accepted."""
-        if not (isinstance(step, ast.Constant) and type(step.value) is int and step.value == 1):
-            raise self.fail(step, f"range() with a step ({self.src.segment(step)}) is not supported: loops "
-                                  f"step by 1; write `for i in range(lo, hi)` and index with an affine "
-                                  f"expression such as A[2 * i] or A[N - 1 - i] instead")
+    def step(self, it: ast.Call) -> int:
+        """The loop's step: 1, or the literal integer of ``range(lo, hi, step)`` (negative counts down)."""
+        if len(it.args) < 3:
+            return 1
+        node = it.args[2]
+        sign = 1
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            node, sign = node.operand, -1
+        if not (isinstance(node, ast.Constant) and type(node.value) is int):
+            raise self.fail(it.args[2], f"range()'s step ({self.src.segment(it.args[2])}) must be an integer "
+                                        f"literal, like range(N - 1, -1, -1) or range(0, N, 2)")
+        if node.value == 0:
+            raise self.fail(it.args[2], "range()'s step must not be zero")
+        return sign * node.value
 
     def bound(self, b: ast.expr | None) -> int | str:
         """A loop bound for the builder: 0 when omitted, an int literal as is, else its (checked) text."""
@@ -421,11 +431,19 @@ class _Translator:
             raise self.fail(s.target, f"loop iterator {var!r} clashes with the iterator of an enclosing loop; "
                                       f"use another name", ProgramError)
         saved = dict(self.rename)
-        if var.startswith("_"):  # `for _ in range(T)`: a legal Python name the IR reserves
+        step = self.step(it)
+        if var.startswith("_") or step != 1:  # `_` is reserved in the IR; a step needs a counter of its own
             self.rename[var] = self.fresh(var)
+        name = self.rename.get(var, var)
+        if step != 1:
+            # v = lo + step * t for t in [0, count): count = ceil((hi - lo) / step), empty when <= 0
+            lo, hi = (f"({b})" for b in bounds)
+            span = f"{hi} - {lo}" if step > 0 else f"{lo} - {hi}"
+            bounds = [0, f"({span} + {abs(step) - 1}) // {abs(step)}" if abs(step) > 1 else span]
+            self.rename[var] = f"({lo} + {step} * {name})" if step != -1 else f"({lo} - {name})"
         with contextlib.ExitStack() as stack:
             with _located(self.src, s.target if var in self.known or var in self.iters else it):
-                stack.enter_context(self.p.loop(self.rename.get(var, var), bounds[0], bounds[1]))
+                stack.enter_context(self.p.loop(name, bounds[0], bounds[1]))
             self.iters.append(var)
             try:
                 self.body(s.body)
