@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -28,3 +29,16 @@ def test_demo_quick_prints_agreeing_table(tmp_path):
         assert row.rstrip().endswith("yes")
     assert "void pt_gemm(" in out
     assert "compiled at the reference sizes" not in out  # --quick skips the large runs
+
+
+def test_bench_help_lists_every_kernel_its_sizes_and_how_long_a_run_takes(capsys):
+    from polytri.suite import KERNELS
+    from polytri.suite.datasets import LARGE
+    with pytest.raises(SystemExit) as ei:
+        main(["bench", "--help"])
+    assert ei.value.code == 0
+    out = capsys.readouterr().out
+    for name in KERNELS:
+        assert re.search(rf"^  {name} ", out, re.M), name
+    assert "NI=1000 NJ=1100 NK=1200" in out and LARGE["gemm"] == dict(NI=1000, NJ=1100, NK=1200)
+    assert "a run takes:" in out and "large about" in out

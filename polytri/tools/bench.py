@@ -481,6 +481,26 @@ def dataset_sizes(dataset: str) -> dict[str, Params]:
     return BENCH_SIZES if dataset == "bench" else DATASETS[dataset]
 
 
+#: How long a whole run took on the 2-core development machine, quiet, with ``--repeat`` at its default (5)
+#: unless said; ``docs/performance.md`` has the tables.
+DURATIONS = {"bench": "several minutes", "medium": "about 1 minute (--repeat 7)",
+             "large": "about 25 minutes (--repeat 3)", "quick": "under a minute"}
+
+
+def help_epilog() -> str:
+    """The kernels and their sizes per ``--dataset``, and how long a run takes: ``polytri bench --help``."""
+    from ..suite import KERNELS
+    lines = ["kernels (--filter selects among them), with their sizes for --dataset bench / medium / large:"]
+    for name in KERNELS:
+        sizes = " / ".join(_size(dataset_sizes(d)[name]) for d in ("bench", *DATASETS))
+        lines.append(f"  {name:15s} {sizes}")
+    lines.append("")
+    lines.append("a run takes: " + "; ".join(f"{d} {t}" for d, t in DURATIONS.items()))
+    lines.append("defaults: --dataset bench, --repeat 5; every variant is checked against the naive C (exit 1 "
+                 "if one differs); see benchmarks/README.md for the columns")
+    return "\n".join(lines)
+
+
 def select(pattern: str) -> list[str]:
     from ..suite import KERNELS
     if not pattern:
@@ -512,7 +532,8 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="polytri bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="polytri bench", description=__doc__.splitlines()[0],
+                                     epilog=help_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

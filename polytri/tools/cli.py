@@ -48,8 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_plot_arguments(plot)
     _verbosity(plot)
 
+    from .bench import help_epilog
     bench = sub.add_parser("bench", help="CPU benchmarks side by side: naive C, OpenMP, polytri, tiled, "
-                                         "numpy/torch, and the machine's measured peaks")
+                                         "numpy/torch, and the machine's measured peaks",
+                           epilog=help_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     from .bench import add_arguments as add_bench_arguments
     add_bench_arguments(bench)
     _verbosity(bench)
