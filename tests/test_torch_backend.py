@@ -317,3 +317,21 @@ def test_explain_twice_reports_the_kernels_again() -> None:
     first, second = pt.explain(f, x), pt.explain(f, x)
     assert len(first.kernels) == len(second.kernels) == 1
     assert first.kernels[0].source == second.kernels[0].source
+
+
+def test_explain_reports_a_jit_function_before_and_after_it_ran():
+    @pt.jit(compile_options={"target": "cpu"})
+    def layer(x, w, b):
+        return torch.relu(x @ w + b)
+
+    args = (torch.randn(8, 4), torch.randn(4, 3), torch.randn(3))
+    before = pt.explain(layer, *args)
+    layer(*args)  # Dynamo now holds the compiled frame: the report must not come back empty
+    after = pt.explain(layer, *args)
+    for report in (before, after):
+        assert len(report.graphs) == 1 and report.kernels, str(report)
+        assert all(k.target == "cpu" for k in report.kernels)  # the wrapper's options
+    assert [k.nodes for k in before.kernels] == [k.nodes for k in after.kernels]
+    module = pt.jit(torch.nn.Linear(4, 3), compile_options={"target": "cpu"})
+    module(args[0])
+    assert pt.explain(module, args[0]).kernels

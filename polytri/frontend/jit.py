@@ -34,17 +34,25 @@ def jit(fn: Callable[..., Any] | None = None, *, compile_options: Mapping[str, A
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         import torch
         compiled = torch.compile(f, backend=backend, dynamic=dynamic)
-        if isinstance(f, torch.nn.Module):
-            return compiled
-        return functools.wraps(f)(compiled)
+        out = compiled if isinstance(f, torch.nn.Module) else functools.wraps(f)(compiled)
+        out.__dict__[JIT_OPTIONS] = dict(compile_options or {})  # for pt.explain
+        return out
     return wrap(fn) if fn is not None else wrap
+
+
+JIT_OPTIONS = "_polytri_compile_options"
+"""The attribute of a ``pt.jit`` function or module that keeps its ``compile_options``."""
 
 
 def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, Any] | None = None,
             **kwargs: Any) -> Any:
     """Compile ``fn`` on ``args`` and report its kernels (name, target, source), the ATen ops that ran in
-    eager (``.fallback_ops``) and the fusion groups; ``str()`` is a readable summary."""
+    eager (``.fallback_ops``) and the fusion groups; ``str()`` is a readable summary.  ``fn`` may be a
+    ``pt.jit`` or ``torch.compile`` function or module, called before or not: the report compiles the
+    function under it afresh, with ``compile_options`` or else the ``pt.jit`` wrapper's own."""
     from .torch_explain import explain as _explain
+    if compile_options is None:
+        compile_options = getattr(fn, JIT_OPTIONS, None)
     return _explain(fn, *args, compile_options=compile_options, **kwargs)
 
 

@@ -62,6 +62,21 @@ def _size(n: int) -> str:
 _CALLS = itertools.count()
 
 
+def _original(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The function or module under ``pt.jit`` / ``torch.compile`` wrappers (``fn`` itself if none).
+    Calling a wrapper runs what it compiled before, from Dynamo's cache, whatever its backend: a report
+    on it would be empty once the function has run."""
+    import inspect
+    while True:
+        inner = getattr(fn, "_orig_mod", None)  # a compiled nn.Module
+        if inner is None:
+            unwrapped = inspect.unwrap(fn)
+            inner = unwrapped if unwrapped is not fn else None
+        if inner is None:
+            return fn
+        fn = inner
+
+
 def _fresh_frame(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` with a code object of its own.  Dynamo caches compiled frames on their code object, whatever
     the backend: explaining ``fn`` a second time would run the first compilation and report nothing.  A
@@ -89,7 +104,7 @@ def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, An
     with _LOCK:
         _RECORDERS.append(records)
     try:
-        compiled = torch.compile(_fresh_frame(fn), backend=PolytriBackend(compile_options))
+        compiled = torch.compile(_fresh_frame(_original(fn)), backend=PolytriBackend(compile_options))
         result = compiled(*args, **kwargs)
     finally:
         with _LOCK:
