@@ -163,11 +163,16 @@ def test_compile_without_building_sections(capsys, tmp_path):
 
 @pytest.mark.cc
 def test_compile_prints_c_and_schedule(capsys):
-    assert main(["compile", str(EXAMPLES / "jacobi_1d.py"), "--show", "c"]) == 0
+    assert main(["compile", str(EXAMPLES / "jacobi_1d.py"), "--show", "c-file"]) == 0
     out = capsys.readouterr().out
     k = pt.compile(load_program(str(EXAMPLES / "jacobi_1d.py"))[1])
     assert out == k.source.rstrip("\n") + "\n"
-    assert "void pt_jacobi_1d(" in out
+    # --show c: the kernel's function first, the helpers left out (and said so)
+    assert main(["compile", str(EXAMPLES / "jacobi_1d.py"), "--show", "c"]) == 0
+    view = capsys.readouterr().out
+    assert view.splitlines()[1].startswith("void pt_jacobi_1d(")
+    assert "static void pt_jacobi_1d_par0(" in view and "PT_HELPER" not in view and "#include" not in view
+    assert view.rstrip().endswith("--show c-file prints the whole file, as compiled) */")
     spec = str(EXAMPLES / "matmul.py")
     assert main(["compile", spec, "--show", "schedule", "-O", "schedule=pluto", "-O", "tile=True",
                  "-O", "tile_size=8"]) == 0

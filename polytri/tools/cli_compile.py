@@ -2,7 +2,10 @@
 
 Sections (``--show``, comma-separated or repeated):
 
-* ``c`` / ``triton``: the generated source (``k.source``) of the cpu / GPU targets;
+* ``c``: the generated C as a reader wants it: the kernel's function first, then the functions it
+  calls (parallel loops, micro-kernels), without the ~150 lines of generic helpers and includes;
+* ``c-file``: the whole C file as compiled (``k.source``);
+* ``triton``: the generated Triton source (``k.source``) of the GPU targets;
 * ``ir``: the program in polytri's canonical text form;
 * ``deps``: its exact flow, anti and output dependences;
 * ``schedule``: the final schedule, one line per time dimension (loop or scalar, band, parallel), and
@@ -26,7 +29,7 @@ from ..errors import OptionError
 
 log = logging.getLogger("polytri.cli")
 
-SECTIONS = ("c", "triton", "ir", "deps", "schedule", "explain")
+SECTIONS = ("c", "c-file", "triton", "ir", "deps", "schedule", "explain")
 GPU_TARGETS = ("nvgpu", "amdgpu")
 
 
@@ -69,16 +72,18 @@ def parse_options(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _asked(items: list[str]) -> list[str]:
+    """The words of ``--show``, checked."""
+    asked = [w.strip().lower() for item in items for w in item.split(",") if w.strip()]
+    for word in asked:
+        if word != "all" and word not in SECTIONS:
+            raise OptionError(f"--show {word!r}: choose among {', '.join(SECTIONS)} or all")
+    return asked
+
+
 def parse_sections(items: list[str], target: str | None) -> tuple[list[str], str]:
     """The sections to print, in a fixed order, and the target (inferred when ``None``)."""
-    asked: list[str] = []
-    for item in items:
-        for word in (w.strip().lower() for w in item.split(",")):
-            if not word:
-                continue
-            if word != "all" and word not in SECTIONS:
-                raise OptionError(f"--show {word!r}: choose among {', '.join(SECTIONS)} or all")
-            asked.append(word)
+    asked = _asked(items)
     if target is None:
         target = "nvgpu" if asked and set(asked) == {"triton"} else "cpu"
     code = "c" if target == "cpu" else "triton"
@@ -86,8 +91,10 @@ def parse_sections(items: list[str], target: str | None) -> tuple[list[str], str
         return [code], target
     if "all" in asked:
         return ["ir", "deps", "schedule", code], target
-    if "c" in asked and target != "cpu":
-        raise OptionError(f"--show c: target {target!r} generates Triton, not C; use --show triton or --target cpu")
+    for c in ("c", "c-file"):
+        if c in asked and target != "cpu":
+            raise OptionError(f"--show {c}: target {target!r} generates Triton, not C; use --show triton or "
+                              f"--target cpu")
     if "triton" in asked and target == "cpu":
         raise OptionError("--show triton: the cpu target generates C; use --target nvgpu (or amdgpu)")
     return [s for s in SECTIONS if s in asked], target
@@ -104,11 +111,27 @@ def _schedule_text(kernel: Any) -> str:
     return "\n".join(lines)
 
 
+def c_reading_view(source: str, function: str) -> str:
+    """``source`` (a cpu kernel's C file) with its function ``function`` first, then the static functions
+    it calls, and the generic helpers (includes, min/max, rounding) left out."""
+    from ..cpu_codegen.prelude import prelude
+    helpers = prelude()
+    banner, _, rest = source.partition(helpers)
+    if not rest:  # not the layout this view knows: show the file as it is
+        return source
+    start = rest.find(f"\nvoid {function}(")
+    main, called = rest[start + 1:], rest[:start].strip("\n")
+    note = (f"/* ({len(helpers.splitlines())} lines of includes and generic helpers left out: --show c-file "
+            f"prints the whole file, as compiled) */")
+    return "\n\n".join(part for part in (f"{banner}{main.rstrip()}", called, note) if part)
+
+
 def render(kernel: Any, sections: list[str]) -> str:
     """The requested sections of a compiled kernel, with a header line each when there are several."""
     from ..ir.textform import program_to_text
     texts = {
-        "c": lambda: kernel.source,
+        "c": lambda: c_reading_view(kernel.source, f"pt_{kernel.program.name}"),
+        "c-file": lambda: kernel.source,
         "triton": lambda: kernel.source,
         "ir": lambda: program_to_text(kernel.program),
         "deps": lambda: str(kernel.dependences),
