@@ -408,7 +408,11 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     used = sorted({(c.dtype.name, c.op) for c in pr.contractions})
     kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd, options.fma) for t, op in used)
     outlined = "\n".join(pr.outlined)
-    return GeneratedC(f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n", tuple(pr.contractions),
+    unique: list[Contraction] = []  # a nest inside a parallel loop is printed twice: outlined, and inline
+    for c in pr.contractions:
+        if c not in unique:
+            unique.append(c)
+    return GeneratedC(f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n", tuple(unique),
                       frozenset(pr.localized), tuple(pr.regions))
 
 
