@@ -30,7 +30,8 @@ class TorchOptions:
     schedule: Schedule | None = None
     """'auto', 'pluto' or 'original' (see pt.compile); default: 'auto'"""
     threads: int | None = field(default=None, metadata=checked(positive))
-    """OpenMP thread count of the cpu target (default: OpenMP's own)"""
+    """OpenMP thread count of the cpu target (default: OMP_NUM_THREADS if set, else the cores other
+    processes leave free, measured at each call)"""
     fma: bool = True
     """cpu target: products fuse each multiplication into its sum (one rounding, as oneDNN does); False
     rounds twice, as pt.reference does"""
