@@ -81,7 +81,7 @@ def file_digest(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def _atomic_write(path: Path, data: str) -> None:
+def atomic_write(path: Path, data: str) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -160,9 +160,9 @@ def _build_into(folder: Path, key: str, source: str, *, cc: str, flags: tuple[st
         if lib.exists():
             log.warning("polytri cache: %s does not match its hash; rebuilding it", lib)
         src = folder / f"{key}.c"
-        _atomic_write(src, source)
+        atomic_write(src, source)
         _compile(src, lib, cc=cc, flags=flags)
-        _atomic_write(lib.with_suffix(".sha256"), file_digest(lib) + "\n")
+        atomic_write(lib.with_suffix(".sha256"), file_digest(lib) + "\n")
     return lib
 
 

@@ -8,8 +8,8 @@ make the real speed-up lower than ``p``).
 
 Both figures come from a probe built with the kernels' compiler and flags, at first use: ``o`` is the
 time of a region whose loop has one iteration per thread, ``t`` the time per operation of the same loop
-run on one thread over an array that stays in the L1 cache (``a[i] = a[i] * 0.5 + 1.0``, four operations
-in :func:`.parallel_plan.weight`'s count).  Each is the minimum over many trials, which a busy machine can
+run on one thread over an array that stays in the L2 cache (32768 doubles, ``a[i] = a[i] * 0.5 + 1.0``:
+a load, two arithmetic operations and a store, four operations in :func:`.parallel_plan.weight`'s count).  Each is the minimum over many trials, which a busy machine can
 only make larger, never smaller.  The result is kept in polytri's cache, per compiler and core count
 (``fork_cost.json``): delete the file to measure again.
 """
@@ -19,11 +19,11 @@ from __future__ import annotations
 import ctypes
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass
 from functools import cache
 
-from .build import DEFAULT_FLAGS, build_library, cache_dir, compiler_identity
+from ..runtime.cpu_share import usable_cores
+from .build import DEFAULT_FLAGS, atomic_write, build_library, cache_dir, compiler_identity
 
 log = logging.getLogger("polytri.cpu")
 
@@ -89,20 +89,13 @@ class ForkCost:
         return MARGIN * self.region_seconds / (self.op_seconds * (1.0 - 1.0 / self.threads))
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def measure(cc: str) -> ForkCost:
     """Run the probe (about 50 ms, once the probe is built)."""
     lib = ctypes.CDLL(str(build_library(PROBE_SOURCE, cc=cc, flags=DEFAULT_FLAGS + ("-fopenmp",))))
     probe = lib.pt_probe
     probe.restype = ctypes.c_double
     probe.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-    threads = _cores()
+    threads = usable_cores()
     n = 32768  # 256 KiB of doubles: in L2
     buf = (ctypes.c_double * n)()
     region = probe(buf, threads, threads, 200, 25) - probe(buf, threads, 0, 200, 25)
@@ -114,7 +107,7 @@ def measure(cc: str) -> ForkCost:
 def fork_cost(cc: str) -> ForkCost:
     """The figures for compiler ``cc`` on this machine: from polytri's cache, else measured and kept."""
     path = cache_dir() / "cpu" / "fork_cost.json"
-    key = f"{compiler_identity(cc)}|{_cores()}"
+    key = f"{compiler_identity(cc)}|{usable_cores()}"
     try:
         entries = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -131,9 +124,7 @@ def fork_cost(cc: str) -> ForkCost:
     entries[key] = asdict(cost)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(entries, indent=1))
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(entries, indent=1))
     except OSError as exc:  # a read-only cache: measured again next process
         log.debug("could not keep %s: %s", path, exc)
     return cost

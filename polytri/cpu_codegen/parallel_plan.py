@@ -7,8 +7,7 @@ smallest work worth a region on this machine (:mod:`.fork_cost`), an argument of
 (so the C source does not depend on the machine, and kernels of one source may use different
 thresholds); below it, or when one thread is asked for, the calling thread runs the same loop, printed
 inline (a contraction nest calls its outlined function, whose orphaned ``omp for`` binds to a team of
-one).  A loop whose bound
-cannot be expressed (bounds outside the affine forms) always opens its region.
+one).  A loop whose bound cannot be expressed (bounds outside the affine forms) always opens its region.
 """
 
 from __future__ import annotations

@@ -436,7 +436,8 @@ class _Translator:
             self.rename[var] = self.fresh(var)
         name = self.rename.get(var, var)
         if step != 1:
-            # v = lo + step * t for t in [0, count): count = ceil((hi - lo) / step), empty when <= 0
+            # v = lo + step * t for t in [0, count): count = ceil((hi - lo) / step), computed as
+            # ceil(span / |step|) with span = hi - lo counting up, lo - hi counting down; empty when <= 0
             lo, hi = (f"({b})" for b in bounds)
             span = f"{hi} - {lo}" if step > 0 else f"{lo} - {hi}"
             bounds = [0, f"({span} + {abs(step) - 1}) // {abs(step)}" if abs(step) > 1 else span]

@@ -16,3 +16,9 @@ def fix_params(s: S, values: dict[str, int]) -> S:
         if name in values:
             s = s.fix_val(isl.dim_type.param, i, isl.Val.int_from_si(s.get_ctx(), values[name]))
     return s
+
+
+def maps(u: isl.UnionMap) -> list[isl.Map]:
+    """The maps of ``u``, one per pair of spaces."""
+    found = u.get_map_list()
+    return [found.get_at(i) for i in range(found.n_map())]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import islpy as isl
 
 from ..errors import PolytriError
+from ..ir.islutil import maps
 from .dependences import Dependences
 
 
@@ -18,20 +19,14 @@ class IllegalScheduleError(PolytriError):
     """A schedule that runs some dependence backwards (or at the same time)."""
 
 
-def _maps(u: isl.UnionMap) -> list[isl.Map]:
-    out: list[isl.Map] = []
-    u.foreach_map(out.append)
-    return out
-
-
 def violations(schedule: isl.UnionMap, deps: Dependences) -> isl.UnionMap:
     """The dependences (pairs of statement instances) that ``schedule`` does not run in order: those
     whose target is not scheduled strictly after their source.  Only the pairs of statements joined by
     a dependence are compared (``{ S[s] -> T[t] : time(s) >=lex time(t) }`` for every pair would grow
     with the square of the statements)."""
-    times = {m.get_tuple_name(isl.dim_type.in_): m for m in _maps(schedule)}
+    times = {m.get_tuple_name(isl.dim_type.in_): m for m in maps(schedule)}
     out = isl.UnionMap.empty(deps.all.get_space())
-    for dep in _maps(deps.all):
+    for dep in maps(deps.all):
         src, dst = dep.get_tuple_name(isl.dim_type.in_), dep.get_tuple_name(isl.dim_type.out)
         not_after = times[src].lex_ge_map(times[dst])  # { s -> t : time(s) >=lex time(t) }
         bad = dep.intersect(not_after)

@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..ir.affine import const_value
+from ..ir.affine import const_value, evaluate
 from ..ir.expr import Binary, Call, Const, Expr, Unary, Var
 from .loop_ast import Block, For, Node, Run, loop_upper
 
@@ -46,10 +46,11 @@ class Work:
             return None
         total = 0.0
         for t in self.terms:
-            trips = [evaluate(e, env or {}) for e in t.trips]
-            if any(v is None for v in trips):
+            try:
+                trips = [evaluate(e, dict(env or {})) for e in t.trips]
+            except KeyError:  # a name without a value: the bound is symbolic
                 return None
-            total += t.weight * math.prod(float(v) for v in trips if v is not None)
+            total += t.weight * math.prod(float(v) for v in trips)
         return total
 
 
@@ -80,10 +81,13 @@ def _add(a: Expr, b: Expr) -> Expr:
 
 def _sub(a: Expr, b: Expr) -> Expr:
     """``a - b``, its constants folded together."""
-    (y, j) = _offset(b)
+    y, j = _offset(b)
     if y is None:
         return _add(a, Const(-j))
-    return _add(Binary("-", a, y), Const(-j)) if _offset(a)[0] is not None else _add(Unary("-", y), Const(_offset(a)[1] - j))
+    x, i = _offset(a)
+    if x is None:  # a constant minus an expression
+        return _add(Unary("-", y), Const(i - j))
+    return _add(Binary("-", a, y), Const(-j))
 
 
 def _call(f: str, a: Expr, b: Expr) -> Expr:
@@ -137,31 +141,6 @@ def expr_range(e: Expr, ranges: Mapping[str, Range]) -> Range | None:
             return _call("min", x[0], y[0]), _call("max", x[1], y[1])
         return _call(e.func, x[0], y[0]), _call(e.func, x[1], y[1])
     return None
-
-
-_OPS: dict[str, Callable[[int, int], int]] = {
-    "+": lambda p, q: p + q, "-": lambda p, q: p - q, "*": lambda p, q: p * q, "//": lambda p, q: p // q,
-    "%": lambda p, q: p % q, "min": min, "max": max}
-
-
-def evaluate(e: Expr, env: Mapping[str, int]) -> int | None:
-    """The value of an integer expression built by this module, or ``None`` if a name is unbound."""
-    if isinstance(e, Const):
-        return int(e.value)
-    if isinstance(e, Var):
-        return env.get(e.name)
-    if isinstance(e, Unary):
-        v = evaluate(e.operand, env)
-        return None if v is None else -v
-    operands: tuple[Expr, ...]
-    if isinstance(e, Binary):
-        op, operands = e.op, (e.lhs, e.rhs)
-    elif isinstance(e, Call) and e.func in _OPS:
-        op, operands = e.func, e.args
-    else:
-        return None
-    x, y = (evaluate(a, env) for a in operands)
-    return None if x is None or y is None else _OPS[op](x, y)
 
 
 # -- min/max-outermost normal form: a tree of min and max whose leaves are linear forms -------------------
@@ -289,4 +268,4 @@ def loop_work(n: Node, weight: Callable[[str], int]) -> Work:
     return Work(None if terms is None else tuple(terms))
 
 
-__all__ = ["Term", "Work", "evaluate", "expr_range", "loop_work"]
+__all__ = ["Term", "Work", "expr_range", "loop_work"]

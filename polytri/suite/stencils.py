@@ -100,29 +100,33 @@ def build_adi() -> pt.Program:
     d = "(-0.5 * N * N / T)"      # = f
     e = "(1.0 + 1.0 * N * N / T)"
     with p.loop("t", 1, "T + 1"):
-        with p.loop("i", 1, "N - 1"):           # along each column: u -> v
-            p.assign("v[0, i] = 1.0")
-            p.assign("p[i, 0] = 0.0")
-            p.assign("q[i, 0] = v[0, i]")
-            with p.loop("j", 1, "N - 1"):
-                p.assign(f"p[i, j] = -{a} / ({a} * p[i, j - 1] + {b})")
-                p.assign(f"q[i, j] = (-{d} * u[j, i - 1] + (1.0 + 2.0 * {d}) * u[j, i] - {d} * u[j, i + 1] "
-                         f"- {a} * q[i, j - 1]) / ({a} * p[i, j - 1] + {b})")
-            p.assign("v[N - 1, i] = 1.0")
-            with p.loop("jj", 1, "N - 1"):
-                p.assign("v[N - 1 - jj, i] = p[i, N - 1 - jj] * v[N - jj, i] + q[i, N - 1 - jj]")
-        with p.loop("i", 1, "N - 1"):           # along each row: v -> u
-            p.assign("u[i, 0] = 1.0")
-            p.assign("p[i, 0] = 0.0")
-            p.assign("q[i, 0] = u[i, 0]")
-            with p.loop("j", 1, "N - 1"):
-                p.assign(f"p[i, j] = -{d} / ({d} * p[i, j - 1] + {e})")
-                p.assign(f"q[i, j] = (-{a} * v[i - 1, j] + (1.0 + 2.0 * {a}) * v[i, j] - {a} * v[i + 1, j] "
-                         f"- {d} * q[i, j - 1]) / ({d} * p[i, j - 1] + {e})")
-            p.assign("u[i, N - 1] = 1.0")
-            with p.loop("jj", 1, "N - 1"):
-                p.assign("u[i, N - 1 - jj] = p[i, N - 1 - jj] * u[i, N - jj] + q[i, N - 1 - jj]")
+        _adi_sweep(p, "u", "v", lower=a, main=b, across=d, along_rows=False)
+        _adi_sweep(p, "v", "u", lower=d, main=e, across=a, along_rows=True)
     return p
+
+
+def _adi_sweep(p: pt.Program, src: str, dst: str, *, lower: str, main: str, across: str,
+               along_rows: bool) -> None:
+    """One half step of adi: for each line ``i`` (a row of ``dst`` when ``along_rows``, else a column), a
+    tridiagonal solve along the line (``p``, ``q`` forward, then ``dst`` backward) whose right-hand side
+    is ``src`` smoothed across the lines.  PolyBench's coefficients fold into three: the column sweep's
+    ``a = c``, ``b``, ``d = f`` and the row sweep's ``d = f``, ``e``, ``a = c``."""
+    def at(x: str, line: str, pos: str) -> str:
+        return f"{x}[{line}, {pos}]" if along_rows else f"{x}[{pos}, {line}]"
+
+    with p.loop("i", 1, "N - 1"):
+        p.assign(f"{at(dst, 'i', '0')} = 1.0")
+        p.assign("p[i, 0] = 0.0")
+        p.assign(f"q[i, 0] = {at(dst, 'i', '0')}")
+        with p.loop("j", 1, "N - 1"):
+            p.assign(f"p[i, j] = -{lower} / ({lower} * p[i, j - 1] + {main})")
+            p.assign(f"q[i, j] = (-{across} * {at(src, 'i - 1', 'j')} + (1.0 + 2.0 * {across}) * "
+                     f"{at(src, 'i', 'j')} - {across} * {at(src, 'i + 1', 'j')} - {lower} * q[i, j - 1]) / "
+                     f"({lower} * p[i, j - 1] + {main})")
+        p.assign(f"{at(dst, 'i', 'N - 1')} = 1.0")
+        with p.loop("jj", 1, "N - 1"):
+            p.assign(f"{at(dst, 'i', 'N - 1 - jj')} = p[i, N - 1 - jj] * {at(dst, 'i', 'N - jj')} "
+                     f"+ q[i, N - 1 - jj]")
 
 
 def build_blur() -> pt.Program:

@@ -481,10 +481,9 @@ def dataset_sizes(dataset: str) -> dict[str, Params]:
     return BENCH_SIZES if dataset == "bench" else DATASETS[dataset]
 
 
-#: How long a whole run took on the 2-core development machine, quiet, with ``--repeat`` at its default (5)
-#: unless said; ``docs/performance.md`` has the tables.
-DURATIONS = {"bench": "several minutes", "medium": "about 1 minute (--repeat 7)",
-             "large": "about 25 minutes (--repeat 3)", "quick": "under a minute"}
+#: How long a whole run took on the 2-core development machine (``docs/performance.md`` has the tables);
+#: the default dataset's sizes were not timed as a whole in this version.
+DURATIONS = {"medium": "50 s (--repeat 7)", "large": "22 minutes (--repeat 3)", "quick": "27 s"}
 
 
 def help_epilog() -> str:

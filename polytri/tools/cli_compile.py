@@ -13,8 +13,8 @@ Sections (``--show``, comma-separated or repeated):
 * ``explain``: ``k.explain()``, the whole report;
 * ``all``: every section the target has.
 
-Without ``--show`` the source is printed.  Without ``--target`` the target is ``cpu``, or ``nvgpu`` when
-only ``triton`` is asked for.
+Without ``--show``: ``c`` for the cpu target, ``triton`` for the GPU targets.  Without ``--target`` the
+target is ``cpu``, or ``nvgpu`` when only ``triton`` is asked for.
 """
 
 from __future__ import annotations
@@ -117,9 +117,9 @@ def c_reading_view(source: str, function: str) -> str:
     from ..cpu_codegen.prelude import prelude
     helpers = prelude()
     banner, _, rest = source.partition(helpers)
-    if not rest:  # not the layout this view knows: show the file as it is
-        return source
     start = rest.find(f"\nvoid {function}(")
+    if start < 0:  # not the layout this view knows: show the file as it is
+        return source
     main, called = rest[start + 1:], rest[:start].strip("\n")
     note = (f"/* ({len(helpers.splitlines())} lines of includes and generic helpers left out: --show c-file "
             f"prints the whole file, as compiled) */")

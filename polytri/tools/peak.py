@@ -16,6 +16,7 @@ from functools import cache
 import numpy as np
 
 from ..cpu_codegen.build import DEFAULT_FLAGS, build_library
+from ..runtime.cpu_share import usable_cores
 
 
 def default_threads() -> int:
@@ -23,10 +24,7 @@ def default_threads() -> int:
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if env.isdigit() and int(env) > 0:
         return int(env)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    return usable_cores()
 
 
 # ---------------------------------------------------------------------------------------------------
