@@ -77,13 +77,23 @@ def _preimage(layout: Layout, piece: isl.BasicMap, forms: list[str]) -> isl.Basi
 @functools.lru_cache(maxsize=4096)
 def _preimage_cached(layout: Layout, piece_text: str, forms: tuple[str, ...]) -> isl.BasicSet:
     wrapped = isl.BasicMap(piece_text).remove_divs().wrap()
-    farkas = wrapped.coefficients().flatten()
-    # the Farkas set is rational; Pluto wants integer unknowns satisfying the same inequalities
-    farkas = isl.BasicSet(str(farkas).replace("{ rat: ", "{ "))
+    farkas = _integral(wrapped.coefficients().flatten())
     targets = [f"f{k}" for k in range(len(forms))]
     eqs = " and ".join(f"{t} = {f}" for t, f in zip(targets, forms))
     m = isl.BasicMap(f"{{ {layout.space()} -> [{', '.join(targets)}] : {eqs} }}")
     return m.intersect_range(farkas).domain()
+
+
+_ORDER = (isl.dim_type.cst, isl.dim_type.param, isl.dim_type.set, isl.dim_type.div)
+
+
+def _integral(rational: isl.BasicSet) -> isl.BasicSet:
+    """The integer points of a rational set: the same constraints without the rational flag.  Pluto wants
+    integer unknowns; ``coefficients()`` answers a rational set, with one constraint per vertex and ray of
+    the piece (a thousand for a convolution's 10-dimensional box), so the constraints are copied as
+    matrices, not printed and parsed again (which took 30 ms a piece)."""
+    return isl.BasicSet.from_constraint_matrices(rational.get_space(), rational.equalities_matrix(*_ORDER),
+                                                 rational.inequalities_matrix(*_ORDER), *_ORDER)
 
 
 def _piece_dims(piece: isl.BasicMap) -> tuple[str, str, int, int]:
