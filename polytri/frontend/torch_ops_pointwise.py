@@ -287,6 +287,23 @@ register("aten.logical_or.default", kind="pointwise")(_logical(lambda a, b: f"wh
 register("aten.logical_xor.default", kind="pointwise")(_logical(lambda a, b: f"({a} != {b})"))
 
 
+def _bitwise_bool(fn: Fn) -> Callable[[SegmentLowering, fx.Node], Val]:
+    """A bitwise op on booleans (a logical one); on integers it runs in eager."""
+    def lower(ctx: SegmentLowering, node: fx.Node) -> Val:
+        if node.meta["val"].dtype != torch.bool:
+            raise LoweringError(f"{node.target} of integers runs in eager")
+        return _logical(fn)(ctx, node)
+    return lower
+
+
+register("aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar", kind="pointwise")(
+    _bitwise_bool(lambda a, b: f"where({a}, {b}, False)"))
+register("aten.bitwise_or.Tensor", "aten.bitwise_or.Scalar", kind="pointwise")(
+    _bitwise_bool(lambda a, b: f"where({a}, True, {b})"))
+register("aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar", kind="pointwise")(
+    _bitwise_bool(lambda a, b: f"({a} != {b})"))
+
+
 @register("aten.isnan.default", "aten.isinf.default", kind="pointwise")
 def _isnan(ctx: SegmentLowering, node: fx.Node) -> Val:
     src = fake(node.args[0]).dtype

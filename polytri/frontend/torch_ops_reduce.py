@@ -1,4 +1,4 @@
-"""Reductions (sum, mean, amax, amin, var), softmax, log_softmax and layer norm.
+"""Reductions (sum, mean, amax, amin, var, any, all), softmax, log_softmax and layer norm.
 
 A reduction is an init statement and an accumulate statement over the output's domain times the reduced
 dimensions; normalizations are reductions followed by an elementwise value read where it is used.
@@ -184,6 +184,29 @@ def _extreme(combine: Callable[[str, str], str]) -> Callable[[SegmentLowering, f
 
 register("aten.amax.default", "aten.max.default", kind="reduce")(_extreme(nan_max))
 register("aten.amin.default", "aten.min.default", kind="reduce")(_extreme(nan_min))
+
+
+def _truth(combine: Callable[[str, str], str], empty: str) -> Callable[[SegmentLowering, fx.Node], Val]:
+    """``any`` / ``all``: the truth of each element (``x != 0``) folded with ``combine`` from ``empty``, the
+    result of an empty reduction."""
+    def lower(ctx: SegmentLowering, node: fx.Node) -> Val:
+        v = ctx.val(node.args[0])
+        shape, out = ctx.out(node)
+        if out != torch.bool:
+            raise LoweringError(f"{node.target} with a {out} result runs in eager")
+        dims = _dims(node.args[1] if len(node.args) > 1 else node.kwargs.get("dim"), v.rank)
+        keepdim = bool(node.args[2]) if len(node.args) > 2 else bool(node.kwargs.get("keepdim", False))
+        name = ctx.temp(node.name, shape, torch.bool)
+        reduce_into(ctx, name, v, dims, keepdim, init=lambda first: lambda it: empty, combine=combine,
+                    acc=torch.bool)
+        return array_val(name, shape, torch.bool)
+    return lower
+
+
+register("aten.any.dim", "aten.any.dims", "aten.any.default", kind="reduce")(
+    _truth(lambda acc, x: f"where({x}, True, {acc})", "False"))
+register("aten.all.dim", "aten.all.dims", "aten.all.default", kind="reduce")(
+    _truth(lambda acc, x: f"where({x}, {acc}, False)", "True"))
 
 
 @register("aten.var.correction", "aten.var.dim", kind="reduce")

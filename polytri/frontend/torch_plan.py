@@ -18,7 +18,7 @@ import torch.fx as fx
 
 from ..errors import PolytriError
 from ..ir.builder import ProgramBuilder
-from . import torch_ops_linalg, torch_ops_pointwise, torch_ops_reduce, torch_ops_view  # noqa: F401 (handlers)
+from . import torch_ops_linalg, torch_ops_nn, torch_ops_pointwise, torch_ops_reduce, torch_ops_view  # noqa: F401 (handlers)
 from .torch_lower import Segment, SegmentLowering, is_lowerable, node_users, op_name
 from .torch_options import TorchOptions
 from .torch_symbolic import symbol_of
