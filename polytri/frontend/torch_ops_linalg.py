@@ -14,6 +14,7 @@ import torch.fx as fx
 
 from .torch_args import as_int, as_ints, fake
 from .torch_lower import SegmentLowering, register
+from .torch_ops_reduce import LANES, reduce_into
 from .torch_values import Index, LoweringError, Val, acc_dtype, array_val, broadcast, cast, literal, rounded
 
 #: Convolutions with at most this many terms per output element are unrolled into one statement.
@@ -40,6 +41,41 @@ def _packed_on_cpu(ctx: SegmentLowering, a: Val, b: Val, out: torch.dtype) -> bo
             and acc_dtype(out) in (torch.float32, torch.float64))
 
 
+def _contiguous_along(v: Val, dim: int) -> bool:
+    """Whether ``v`` reads a stored array whose last subscript is ``v``'s index ``dim``: consecutive
+    elements along ``dim`` are consecutive in memory."""
+    probe = tuple(f"pt_probe{d}" for d in range(v.rank))
+    text = v.load(probe)
+    return v.ops == 0 and (text.endswith(f", {probe[dim]}]") or text.endswith(f"[{probe[dim]}]"))
+
+
+#: Products with at most this many rows (static) whose factors both run contiguously along the sum are
+#: computed as dot products in vector lanes (:func:`_skinny_product`) instead of on packed panels: each
+#: element of ``B`` serves so few rows that packing it costs more than the products it feeds (a linear
+#: layer on a batch of 4: 1024x512 weights packed at each call for 2M multiply-adds).
+SKINNY_ROWS = 4
+
+
+def _skinny(ctx: SegmentLowering, a: Val, b: Val, shape: tuple[str, ...], k: str) -> bool:
+    rows, lanes = shape[-2], LANES.get(acc_dtype(a.dtype), 0)
+    return (not ctx.on_gpu() and len(shape) == 2 and rows.isdigit() and int(rows) <= SKINNY_ROWS
+            and lanes > 0 and a.dtype == b.dtype and k.isdigit() and int(k) % lanes == 0 and int(k) >= 4 * lanes
+            and _contiguous_along(a, 1) and _contiguous_along(b, 0))
+
+
+def _skinny_product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, acc: torch.dtype) -> Val:
+    """``C[i, j] = sum_k A[i, k] * B[k, j]`` as a reduction over ``k`` in vector lanes, ``j`` outermost and
+    the few rows ``i`` inside it: each column of ``B`` (a row of a linear layer's weight) is read once from
+    memory and serves every row from the cache.  The sum is kept in a ``(j, i)`` array; the result is its
+    transposed view."""
+    (rows, cols), k = ctx.out(node)[0], a.shape[1]
+    name = ctx.temp(node.name + "_t", (cols, rows), acc)
+    terms = Val((cols, rows, k), acc, lambda it: f"{cast(a.load((it[1], it[2])), a.dtype, acc)} * "
+                                                 f"{cast(b.load((it[2], it[0])), b.dtype, acc)}", ops=1)
+    reduce_into(ctx, name, terms, [2], False, init=None, combine=lambda x, y: f"{x} + {y}", acc=acc)
+    return Val((rows, cols), acc, lambda idx: f"{name}[{idx[1]}, {idx[0]}]")
+
+
 def _on_tensor_cores(ctx: SegmentLowering, b: Val) -> bool:
     """Whether the product runs on a Triton target, whose ``tl.dot`` loads its tiles of ``B`` through
     any strides: a transposed weight (or ``K`` of attention) is read where it is, and the copy would
@@ -57,6 +93,8 @@ def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val) -> Val:
     if not out.is_floating_point:
         raise LoweringError("integer matrix products run in eager")
     a = ctx.readable(a, node.name + "_a")
+    if _skinny(ctx, a, b, shape, a.shape[-1]):
+        return _skinny_product(ctx, node, a, b, acc_dtype(out))
     in_place = _rows_contiguous(b) or _packed_on_cpu(ctx, a, b, out) or _on_tensor_cores(ctx, b)
     b = ctx.readable(b, node.name + "_b") if in_place else ctx.stored(b, node.name + "_b")
     k = a.shape[-1]
