@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
                            epilog=help_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     from .bench import add_arguments as add_bench_arguments
     add_bench_arguments(bench)
+    models = bench.add_argument_group("model zoo (--models)")
+    models.add_argument("--models", action="store_true",
+                        help="instead of the kernels: the model zoo in eager, Inductor and polytri, side by side")
+    from .bench_models import add_arguments as add_models_arguments
+    add_models_arguments(models)
     _verbosity(bench)
     return parser
 
@@ -78,6 +83,9 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.command == "plot":
         from ..plot.command import run as run_plot
         return run_plot(args)
+    if args.command == "bench" and args.models:
+        from .bench_models import run as run_models
+        return run_models(args)
     if args.command == "bench":
         from .bench import run as run_bench
         return run_bench(args)

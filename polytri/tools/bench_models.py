@@ -1,0 +1,200 @@
+"""The model zoo on this CPU: eager, Inductor and polytri side by side in one run (``polytri bench --models``).
+
+Each model of :mod:`polytri.suite.models` at its benchmark size, for each dtype and thread count asked:
+
+- compiled once by Inductor and once by polytri (``pt.jit``), each timed as a cold compile: both start
+  from empty caches of their own (polytri's kernel cache and Inductor's FX graph cache point to fresh
+  directories for the run; polytri's measured fork/join cost is kept, as on an installed machine);
+- checked: float32 within 1e-3 of eager, bfloat16 no further from the float32 result than twice eager's
+  own bfloat16 error;
+- timed: ``--repeat`` rounds, each calling eager, Inductor and polytri :data:`CALLS` times in turn; the
+  median of each backend's calls.  Interleaving spreads the load of a shared machine over all three.
+
+The table gives both ratios (time of polytri over Inductor and over eager: below 1 is faster), the ops
+polytri left to eager (from ``pt.explain`` of the compiled function), and geometric means per thread count.
+Measure on a quiet machine (``uptime`` load below 1); the load average is printed with the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: Calls of one backend in a row within a round.
+CALLS = 3
+DTYPES = ("float32", "bfloat16")
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """One model at one dtype and thread count."""
+
+    model: str
+    dtype: str
+    threads: int
+    eager_ms: float
+    inductor_ms: float
+    polytri_ms: float
+    inductor_compile_s: float
+    polytri_compile_s: float
+    kernels: int
+    fallback: tuple[str, ...]
+    equal: bool
+    detail: str = ""
+
+    @property
+    def vs_inductor(self) -> float:
+        return self.polytri_ms / self.inductor_ms
+
+    @property
+    def vs_eager(self) -> float:
+        return self.polytri_ms / self.eager_ms
+
+
+def median_ms(fns: Sequence[Callable[..., Any]], args: tuple[Any, ...], repeat: int) -> list[float]:
+    """Median time of each function in ms, over ``repeat`` rounds that call each :data:`CALLS` times in turn."""
+    times: list[list[float]] = [[] for _ in fns]
+    for fn in fns:
+        fn(*args)
+    for _ in range(repeat):
+        for fn, ts in zip(fns, times):
+            for _ in range(CALLS):
+                t0 = time.perf_counter()
+                fn(*args)
+                ts.append(time.perf_counter() - t0)
+    return [statistics.median(ts) * 1e3 for ts in times]
+
+
+def _check(name: str, dtype: str, out: Any, eager: Any, reference: Any) -> tuple[bool, str]:
+    """Whether polytri's ``out`` is right: float32 within 1e-3 of eager; bfloat16 within twice eager's
+    error against the float32 ``reference``."""
+    import torch
+    if dtype == "float32":
+        ok = torch.allclose(out, eager, rtol=1e-3, atol=1e-4)
+        return ok, "" if ok else f"max difference {(out - eager).abs().max().item():.3g}"
+    err = (out.double() - reference).abs().max().item()
+    eager_err = (eager.double() - reference).abs().max().item()
+    ok = err <= 2 * eager_err + 1e-6
+    return ok, "" if ok else f"error {err:.3g} against eager's {eager_err:.3g}"
+
+
+def run_model(name: str, dtype: str, threads: int, repeat: int) -> ModelRow:
+    """Compile, check and time model ``name`` (benchmark size) in ``dtype`` on ``threads`` threads."""
+    import torch
+    import torch._dynamo
+
+    import polytri as pt
+    from polytri.suite.models import build
+
+    torch.set_num_threads(threads)  # eager's and Inductor's kernels
+    model, x = build(name, bench=True)
+    with torch.no_grad():
+        reference = model(x).double()
+        if dtype == "bfloat16":
+            model, x = model.to(torch.bfloat16), x.to(torch.bfloat16)
+        eager = model(x)
+        torch._dynamo.reset()
+        t0 = time.perf_counter()
+        ind = torch.compile(model, backend="inductor")
+        ind(x)
+        c_ind = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            poly = pt.jit(model, compile_options={"threads": threads})
+            out = poly(x)
+            c_poly = time.perf_counter() - t0
+            report = pt.explain(poly, x)  # compiles again: every kernel comes from the cache just filled
+        ok, detail = _check(name, dtype, out, eager, reference)
+        t_eager, t_ind, t_poly = median_ms([model, ind, poly], (x,), repeat)
+    return ModelRow(name, dtype, threads, t_eager, t_ind, t_poly, c_ind, c_poly, len(report.kernels),
+                    tuple(report.fallback_ops), ok, detail)
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+HEADER = ("model", "dtype", "threads", "eager ms", "inductor ms", "polytri ms", "polytri/inductor",
+          "polytri/eager", "compile s (inductor / polytri)", "kernels", "ops in eager", "right")
+
+
+def cells(r: ModelRow) -> tuple[str, ...]:
+    return (r.model, r.dtype, str(r.threads), f"{r.eager_ms:.2f}", f"{r.inductor_ms:.2f}", f"{r.polytri_ms:.2f}",
+            f"{r.vs_inductor:.2f}x", f"{r.vs_eager:.2f}x", f"{r.inductor_compile_s:.1f} / {r.polytri_compile_s:.1f}",
+            str(r.kernels), ", ".join(r.fallback) or "none", "yes" if r.equal else f"NO ({r.detail})")
+
+
+def summary(rows: Sequence[ModelRow]) -> list[str]:
+    """Geometric means of the time ratios and of the compile times, per dtype and thread count."""
+    lines = []
+    for dtype in DTYPES:
+        for threads in sorted({r.threads for r in rows}):
+            sel = [r for r in rows if r.dtype == dtype and r.threads == threads]
+            if not sel:
+                continue
+            worst = max(sel, key=lambda r: r.vs_inductor)
+            lines.append(f"{dtype}, {threads} thread(s): geomean time polytri/inductor "
+                         f"{_geomean([r.vs_inductor for r in sel]):.2f}x (worst {worst.model} "
+                         f"{worst.vs_inductor:.2f}x), polytri/eager {_geomean([r.vs_eager for r in sel]):.2f}x; "
+                         f"cold compile geomean inductor {_geomean([r.inductor_compile_s for r in sel]):.1f} s, "
+                         f"polytri {_geomean([r.polytri_compile_s for r in sel]):.1f} s")
+    return lines
+
+
+def render(rows: Sequence[ModelRow], markdown: bool) -> str:
+    table = [HEADER, *(cells(r) for r in rows)]
+    if markdown:
+        lines = ["| " + " | ".join(row) + " |" for row in table]
+        lines.insert(1, "|" + "---|" * len(HEADER))
+    else:
+        widths = [max(len(row[c]) for row in table) for c in range(len(HEADER))]
+        lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in table]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    load = os.getloadavg()
+    return "\n".join([*lines, "", *summary(rows), f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"])
+
+
+def _fresh_caches() -> None:
+    """Empty kernel caches for polytri and Inductor (each row's compiles are cold), keeping polytri's
+    fork/join cost."""
+    from polytri.cpu_codegen.fork_cost import fork_cost
+    fork_cost(os.environ.get("CC") or "cc")  # read or measured once per process, before the caches move
+    root = tempfile.mkdtemp(prefix="polytri-bench-models-")
+    os.environ["POLYTRI_CACHE_DIR"] = os.path.join(root, "polytri")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from polytri.suite.models import ZOO
+    parser.add_argument("--only", nargs="*", choices=sorted(ZOO), help="these models (default: every one)")
+    parser.add_argument("--dtypes", nargs="*", choices=DTYPES, default=list(DTYPES), help="default: both")
+    parser.add_argument("--threads", nargs="*", type=int, default=[1, 2], help="thread counts (default: 1 2)")
+    parser.add_argument("--model-repeat", type=int, default=5, dest="model_repeat",
+                        help=f"timed rounds per model (each calls every backend {CALLS} times)")
+
+
+def run(args: argparse.Namespace, out: Any = None) -> int:
+    """The table for ``args``; 1 when a model's result is wrong, else 0."""
+    from polytri.suite.models import ZOO
+    out = out or sys.stdout
+    if args.model_repeat < 1 or any(t < 1 for t in args.threads):
+        raise SystemExit("polytri bench --models: --model-repeat and --threads must be at least 1")
+    rows = []
+    for name in args.only or sorted(ZOO):
+        for dtype in args.dtypes:
+            for threads in args.threads:
+                print(f"  {name} {dtype} {threads} thread(s) ...", file=sys.stderr, flush=True)
+                _fresh_caches()
+                rows.append(run_model(name, dtype, threads, args.model_repeat))
+    print(render(rows, getattr(args, "markdown", False)), file=out, flush=True)
+    return 0 if all(r.equal for r in rows) else 1
