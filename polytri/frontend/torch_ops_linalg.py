@@ -9,6 +9,8 @@ are rounded once at the op's output, as oneDNN does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.fx as fx
 
@@ -178,6 +180,9 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
     g = as_int(groups)
     cout_g = int(cout) // g
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    flat = not unroll and _flattened(ctx, shape)
+    if flat and padded:  # a zero-padded copy of the input: the product's domain stays a box
+        x, ph, pw, padded = _zero_padded(ctx, x, ph, pw, node.name + "_padded"), 0, 0, False
     height, width = x.shape[2], x.shape[3]
 
     def coords(it: Index, ci: str, ky: str, kx: str) -> tuple[Index, str, str]:
@@ -199,6 +204,8 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
             return f"({start(it)} + {total})" if bias is not None else f"({total})"
         # computed where it is read (the consumer stores it, or recomputes it if cheap enough)
         return rounded(Val(shape, acc, unrolled, ops=2 * terms + x.ops * terms + (bias.ops if bias else 0)), out)
+    if flat:
+        return rounded(_implicit_gemm(ctx, node.name, shape, acc, (cin_g, kh, kw), term, start), out)
     name = ctx.temp(node.name, shape, acc)
     ctx.emit(name, shape, lambda it, r: start(it))
     # loops (n, co, ci, ky, kx, y, x): the weight is invariant and x runs along rows of input and output
@@ -210,3 +217,42 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
     ctx.emit(name, loops, lambda it, r: term((it[0], it[1], it[5], it[6]), it[2], it[3], it[4]), op="+=",
              guard=guard, index=lambda it: (it[0], it[1], it[5], it[6]))
     return rounded(array_val(name, shape, acc), out)
+
+
+def _flattened(ctx: SegmentLowering, shape: tuple[str, ...]) -> bool:
+    """Whether a convolution is computed as an implicit GEMM over the flattened output pixels: on the CPU,
+    for static output sizes."""
+    return not ctx.on_gpu() and shape[2].isdigit() and shape[3].isdigit()
+
+
+def _zero_padded(ctx: SegmentLowering, x: Val, ph: int, pw: int, base: str) -> Val:
+    """``x`` (``n, c, h, w``) with ``ph`` rows and ``pw`` columns of zeros on each side, in an array."""
+    n, c, h, w = x.shape
+    shape = (n, c, f"{h} + {2 * ph}", f"{w} + {2 * pw}")
+    name = ctx.temp(base, shape, x.dtype)
+    ctx.emit(name, shape, lambda it, r: "0")
+    ctx.emit(name, x.shape, lambda it, r: x.load(it), index=lambda it: (it[0], it[1], f"{it[2]} + {ph}", f"{it[3]} + {pw}"))
+    return array_val(name, shape, x.dtype)
+
+
+def _implicit_gemm(ctx: SegmentLowering, base: str, shape: tuple[str, ...], acc: torch.dtype,
+                   window: tuple[int, int, int], term: Callable[[Index, str, str, str], str],
+                   start: Callable[[Index], str]) -> Val:
+    """The convolution as a product: rows are output channels, columns the ``H * W`` output pixels of an
+    image (one iterator ``p``: ``y = p // W``, ``x = p % W``), the sum runs over input channels and the
+    window.  The CPU's packed contraction then fills its register blocks with pixels of whole images, not
+    of one row: a 28-pixel row used 28 of 64 columns of every block, an edge block each time.  The sums
+    are kept in an ``(n, c, H * W)`` array, read through a view of the output's shape.  The input has no
+    padding (the caller pads a copy): a guard in ``p // W`` and ``p % W`` would make the domain a union
+    the scheduler skews."""
+    height, width = int(shape[2]), int(shape[3])
+    name = ctx.temp(base, (shape[0], shape[1], str(height * width)), acc)
+
+    def pixel(it: Index, p: str) -> Index:
+        return (it[0], it[1], f"({p} // {width})", f"({p} % {width})")
+    ctx.emit(name, (shape[0], shape[1], str(height * width)), lambda it, r: start(pixel(it, it[2])))
+    cin_g, kh, kw = window
+    loops = (shape[0], shape[1], str(cin_g), str(kh), str(kw), str(height * width))
+    ctx.emit(name, loops, lambda it, r: term(pixel(it, it[5]), it[2], it[3], it[4]), op="+=",
+             index=lambda it: (it[0], it[1], it[5]))
+    return Val(shape, acc, lambda idx: f"{name}[{idx[0]}, {idx[1]}, {width} * {idx[2]} + {idx[3]}]")
