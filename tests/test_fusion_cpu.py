@@ -33,8 +33,23 @@ def test_each_function_of_the_fusion_issue_is_one_kernel(case: str) -> None:
 @pytest.mark.parametrize("case, epilogues", [("mlp", 2), ("conv_bias_relu", 1)])
 def test_bias_and_activation_run_on_each_block_of_the_product(case: str, epilogues: int) -> None:
     fn, make = CASES[case]
-    (kernel,) = _explain(fn, make()).kernels
+    # rows of 64 pixels fill the register blocks: the convolution keeps its loops over rows and columns
+    args = (torch.randn(1, 4, 6, 64),) if case == "conv_bias_relu" else make()
+    (kernel,) = _explain(fn, args).kernels
     assert kernel.source.count("the block's sums are complete") == epilogues, kernel.source
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_convolution_of_small_images_is_a_product_over_flattened_pixels(stride: int) -> None:
+    """Rows of 16 pixels would fill a quarter of each register block: the pixels of an image are the
+    product's columns, read from a padded copy (stride 1) or from the windows copied out (a stride)."""
+    w, b = torch.randn(8, 4, 3, 3), torch.randn(8)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.nn.functional.conv2d(x, w, b, stride=stride, padding=1))
+    (kernel,) = _explain(fn, (torch.randn(2, 4, 16, 16),)).kernels
+    assert kernel.source.count("packed contraction") == 1
+    assert ("_windows" if stride > 1 else "_padded") in kernel.program
 
 
 def test_attention_with_long_rows_stays_one_kernel() -> None:

@@ -10,14 +10,17 @@ are rounded once at the op's output, as oneDNN does.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.fx as fx
 
+from ..cpu_codegen.blocking import blocking
+from ..dtypes import dtype as pt_type
 from .torch_args import as_int, as_ints, fake
 from .torch_lower import SegmentLowering, register
 from .torch_ops_reduce import LANES, reduce_into
-from .torch_values import Index, LoweringError, Val, acc_dtype, array_val, broadcast, cast, literal, rounded
+from .torch_values import Index, LoweringError, Val, acc_dtype, array_val, broadcast, cast, literal, pt_dtype, rounded
 
 #: Convolutions with at most this many terms per output element are unrolled into one statement.
 MAX_UNROLLED_TERMS = 32
@@ -180,9 +183,6 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
     g = as_int(groups)
     cout_g = int(cout) // g
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    flat = not unroll and _flattened(ctx, shape)
-    if flat and padded:  # a zero-padded copy of the input: the product's domain stays a box
-        x, ph, pw, padded = _zero_padded(ctx, x, ph, pw, node.name + "_padded"), 0, 0, False
     height, width = x.shape[2], x.shape[3]
 
     def coords(it: Index, ci: str, ky: str, kx: str) -> tuple[Index, str, str]:
@@ -204,8 +204,9 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
             return f"({start(it)} + {total})" if bias is not None else f"({total})"
         # computed where it is read (the consumer stores it, or recomputes it if cheap enough)
         return rounded(Val(shape, acc, unrolled, ops=2 * terms + x.ops * terms + (bias.ops if bias else 0)), out)
-    if flat:
-        return rounded(_implicit_gemm(ctx, node.name, shape, acc, (cin_g, kh, kw), term, start), out)
+    if _flattened(ctx, shape, x, out):
+        geometry = _Geometry(int(height), int(width), int(shape[2]), int(shape[3]), kh, kw, sh, sw, ph, pw, dh, dw)
+        return rounded(_implicit_gemm(ctx, node.name, x, w, shape, acc, geometry, cin_g, cout_g, start), out)
     name = ctx.temp(node.name, shape, acc)
     ctx.emit(name, shape, lambda it, r: start(it))
     # loops (n, co, ci, ky, kx, y, x): the weight is invariant and x runs along rows of input and output
@@ -219,40 +220,111 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
     return rounded(array_val(name, shape, acc), out)
 
 
-def _flattened(ctx: SegmentLowering, shape: tuple[str, ...]) -> bool:
-    """Whether a convolution is computed as an implicit GEMM over the flattened output pixels: on the CPU,
-    for static output sizes."""
-    return not ctx.on_gpu() and shape[2].isdigit() and shape[3].isdigit()
+#: A convolution whose output rows fill at least this share of the packed micro-kernel's register blocks
+#: keeps its loops over rows and columns (and its bias and activation run on each block as its sums
+#: complete); below it, the pixels are flattened (:func:`_implicit_gemm`).
+ROW_BLOCK_USE = 0.9
 
 
-def _zero_padded(ctx: SegmentLowering, x: Val, ph: int, pw: int, base: str) -> Val:
-    """``x`` (``n, c, h, w``) with ``ph`` rows and ``pw`` columns of zeros on each side, in an array."""
-    n, c, h, w = x.shape
-    shape = (n, c, f"{h} + {2 * ph}", f"{w} + {2 * pw}")
-    name = ctx.temp(base, shape, x.dtype)
-    ctx.emit(name, shape, lambda it, r: "0")
-    ctx.emit(name, x.shape, lambda it, r: x.load(it), index=lambda it: (it[0], it[1], f"{it[2]} + {ph}", f"{it[3]} + {pw}"))
-    return array_val(name, shape, x.dtype)
+def _flattened(ctx: SegmentLowering, shape: tuple[str, ...], x: Val, dtype: torch.dtype) -> bool:
+    """Whether a convolution is computed as an implicit GEMM over flattened pixels (:func:`_implicit_gemm`):
+    on the CPU, for static image sizes, when rows of the output would leave the register blocks of the
+    packed contraction (``nr`` columns) emptier than :data:`ROW_BLOCK_USE`."""
+    if ctx.on_gpu() or not all(str(e).isdigit() for e in (*shape[2:], *x.shape[2:])):
+        return False
+    nr = blocking(pt_type(pt_dtype(acc_dtype(dtype)))).nr
+    width = int(shape[3])
+    return width / (nr * -(-width // nr)) < ROW_BLOCK_USE
 
 
-def _implicit_gemm(ctx: SegmentLowering, base: str, shape: tuple[str, ...], acc: torch.dtype,
-                   window: tuple[int, int, int], term: Callable[[Index, str, str, str], str],
-                   start: Callable[[Index], str]) -> Val:
-    """The convolution as a product: rows are output channels, columns the ``H * W`` output pixels of an
-    image (one iterator ``p``: ``y = p // W``, ``x = p % W``), the sum runs over input channels and the
-    window.  The CPU's packed contraction then fills its register blocks with pixels of whole images, not
-    of one row: a 28-pixel row used 28 of 64 columns of every block, an edge block each time.  The sums
-    are kept in an ``(n, c, H * W)`` array, read through a view of the output's shape.  The input has no
-    padding (the caller pads a copy): a guard in ``p // W`` and ``p % W`` would make the domain a union
-    the scheduler skews."""
-    height, width = int(shape[2]), int(shape[3])
-    name = ctx.temp(base, (shape[0], shape[1], str(height * width)), acc)
+@dataclass(frozen=True)
+class _Geometry:
+    """A 2-D convolution's sizes: input, output, window, stride, padding, dilation (height, then width)."""
 
-    def pixel(it: Index, p: str) -> Index:
-        return (it[0], it[1], f"({p} // {width})", f"({p} % {width})")
-    ctx.emit(name, (shape[0], shape[1], str(height * width)), lambda it, r: start(pixel(it, it[2])))
-    cin_g, kh, kw = window
-    loops = (shape[0], shape[1], str(cin_g), str(kh), str(kw), str(height * width))
-    ctx.emit(name, loops, lambda it, r: term(pixel(it, it[5]), it[2], it[3], it[4]), op="+=",
-             index=lambda it: (it[0], it[1], it[5]))
-    return Val(shape, acc, lambda idx: f"{name}[{idx[0]}, {idx[1]}, {width} * {idx[2]} + {idx[3]}]")
+    h: int
+    w: int
+    ho: int
+    wo: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    dh: int
+    dw: int
+
+    @property
+    def strided(self) -> bool:
+        return self.sh != 1 or self.sw != 1
+
+    @property
+    def row(self) -> int:
+        """Width of a row of the padded input copy, and of the grid of computed output pixels (stride 1)."""
+        return self.w + 2 * self.pw
+
+    @property
+    def rows(self) -> int:
+        """Rows of the padded input copy: the padding, and zeros below for the reads of the grid's last
+        pixels, computed and never used."""
+        last = self.ho * self.row - 1 + self.dh * (self.kh - 1) * self.row + self.dw * (self.kw - 1)
+        return max(self.h + 2 * self.ph, last // self.row + 1)
+
+    @property
+    def grid(self) -> int:
+        """Columns of the grid of computed output pixels."""
+        return self.wo if self.strided else self.row
+
+
+def _implicit_gemm(ctx: SegmentLowering, base: str, x: Val, w: Val, shape: tuple[str, ...], acc: torch.dtype,
+                   geo: _Geometry, cin_g: int, cout_g: int, start: Callable[[Index], str]) -> Val:
+    """The convolution as a product whose columns are the pixels of an image, one iterator ``p``: the CPU's
+    packed contraction then fills its 64-column register blocks with whole images, not one row (a
+    28-pixel row used 28 of 64 columns of every block, an edge block each time).
+
+    The subscripts stay affine in ``p`` (``y = p // W`` would give the dependences integer divisions, whose
+    Farkas sets took the scheduler seconds each):
+
+    - stride 1: the input is copied, zero-padded, into rows of ``row`` elements, flattened; the output is
+      computed on a grid of ``row`` columns (a few beyond its width, computed and never read), so that
+      pixel ``p = row * y + x`` reads ``xp[n, c, p + dh * row * ky + dw * kx]``;
+    - a stride: the windows are copied out (im2col): ``col[n, c, ky, kx, wo * y + x]`` is the input under
+      window point ``(ky, kx)`` of output pixel ``(y, x)``, zero in the padding.
+
+    The sums are kept in an ``(n, c, ho * grid)`` array, read through a view of the output's shape."""
+    n, c = x.shape[0], x.shape[1]
+    pixels = str(geo.ho * geo.grid)
+    if geo.strided:
+        src = ctx.temp(base + "_windows", (n, c, str(geo.kh), str(geo.kw), pixels), x.dtype)
+        ctx.emit(src, (n, c, str(geo.kh), str(geo.kw), pixels), lambda it, r: "0")
+
+        def window(it: Index) -> tuple[str, str]:  # it: (n, c, ky, kx, y, x)
+            return (f"{geo.sh} * {it[4]} + {geo.dh} * {it[2]} - {geo.ph}",
+                    f"{geo.sw} * {it[5]} + {geo.dw} * {it[3]} - {geo.pw}")
+        wy, wx = window(tuple(f"i{d}" for d in range(6)))
+        ctx.emit(src, (n, c, str(geo.kh), str(geo.kw), str(geo.ho), str(geo.wo)),
+                 lambda it, r: x.load((it[0], it[1], *window(it))),
+                 guard=[f"{wy} >= 0", f"{wy} < {geo.h}", f"{wx} >= 0", f"{wx} < {geo.w}"],
+                 index=lambda it: (*it[:4], f"{geo.wo} * {it[4]} + {it[5]}"))
+
+        def read(n_: str, chan: str, ky: str, kx: str, p: str) -> str:
+            return f"{src}[{n_}, {chan}, {ky}, {kx}, {p}]"
+    else:
+        src = ctx.temp(base + "_padded", (n, c, str(geo.rows * geo.row)), x.dtype)
+        ctx.emit(src, (n, c, str(geo.rows * geo.row)), lambda it, r: "0")
+        ctx.emit(src, x.shape, lambda it, r: x.load(it),
+                 index=lambda it: (it[0], it[1], f"{geo.row} * {it[2]} + {it[3]} + {geo.ph * geo.row + geo.pw}"))
+
+        def read(n_: str, chan: str, ky: str, kx: str, p: str) -> str:
+            return f"{src}[{n_}, {chan}, {p} + {geo.dh * geo.row} * {ky} + {geo.dw} * {kx}]"
+    name = ctx.temp(base, (shape[0], shape[1], pixels), acc)
+    ctx.emit(name, (shape[0], shape[1], pixels), lambda it, r: start(it))
+
+    def term(it: Index, r: Index) -> str:  # it: (n, co, ci, ky, kx, p)
+        n_, co, ci, ky, kx, p = it
+        chan = ci if cin_g == int(c) else f"{cin_g} * {co} + {ci}" if cout_g == 1 else \
+            f"({co} // {cout_g}) * {cin_g} + {ci}"
+        return f"{cast(read(n_, chan, ky, kx, p), x.dtype, acc)} * {cast(w.load((co, ci, ky, kx)), w.dtype, acc)}"
+    loops = (shape[0], shape[1], str(cin_g), str(geo.kh), str(geo.kw), pixels)
+    ctx.emit(name, loops, term, op="+=", index=lambda it: (it[0], it[1], it[5]))
+    return Val(shape, acc, lambda idx: f"{name}[{idx[0]}, {idx[1]}, {geo.grid} * {idx[2]} + {idx[3]}]")
