@@ -33,7 +33,7 @@ OPS = [
     "mm", "bmm", "addmm", "mv", "nn.functional.linear", "matmul", "nn.functional.conv2d", "nn.functional.layer_norm",
     "view", "reshape", "permute", "transpose", "t", "expand", "squeeze", "unsqueeze", "narrow", "select", "cat",
     "nn.functional.pad.constant", "split", "clone", "full_like", "zeros_like", "ones_like",
-    "nn.functional.max_pool2d", "nn.functional.batch_norm", "any", "all",
+    "nn.functional.max_pool2d", "nn.functional.batch_norm", "any", "all", "cumsum",
 ]
 SAMPLES_PER_OP = 2
 MAX_NUMEL = 4096

@@ -1,4 +1,4 @@
-"""Reductions (sum, mean, amax, amin, var, any, all), softmax, log_softmax and layer norm.
+"""Reductions (sum, mean, amax, amin, var, any, all, cumsum), softmax, log_softmax and layer norm.
 
 A reduction is an init statement and an accumulate statement over the output's domain times the reduced
 dimensions; normalizations are reductions followed by an elementwise value read where it is used.
@@ -207,6 +207,31 @@ register("aten.any.dim", "aten.any.dims", "aten.any.default", kind="reduce")(
     _truth(lambda acc, x: f"where({x}, True, {acc})", "False"))
 register("aten.all.dim", "aten.all.dims", "aten.all.default", kind="reduce")(
     _truth(lambda acc, x: f"where({x}, {acc}, False)", "True"))
+
+
+@register("aten.cumsum.default", kind="reduce")
+def _cumsum(ctx: SegmentLowering, node: fx.Node) -> Val:
+    """The running sum along ``dim`` as a recurrence: ``out[0] = x[0]``, ``out[i + 1] = out[i] + x[i + 1]``
+    (affine; the sums run in order, as ATen's CPU kernel adds them), accumulated in the accumulation type."""
+    v = ctx.val(node.args[0])
+    shape, out = ctx.out(node)
+    if v.rank == 0:
+        raise LoweringError("cumsum of a 0-d tensor runs in eager")
+    dim = as_int(node.args[1])
+    dim = dim + v.rank if dim < 0 else dim
+    acc = acc_dtype(out)
+    name = ctx.temp(node.name, shape, acc)
+    n = shape[dim]
+
+    def at(it: Index, pos: str) -> Index:
+        return tuple(pos if d == dim else it[d] for d in range(len(it)))
+    ctx.emit(name, tuple("1" if d == dim else e for d, e in enumerate(shape)),
+             lambda it, r: cast(v.load(at(it, "0")), v.dtype, acc), index=lambda it: at(it, "0"))
+    rest = str(int(n) - 1) if n.isdigit() else f"{n} - 1"
+    ctx.emit(name, tuple(rest if d == dim else e for d, e in enumerate(shape)),
+             lambda it, r: f"{name}[{', '.join(it)}] + {cast(v.load(at(it, f'{it[dim]} + 1')), v.dtype, acc)}",
+             index=lambda it: at(it, f"{it[dim]} + 1"))
+    return rounded(array_val(name, shape, acc), out)
 
 
 @register("aten.var.correction", "aten.var.dim", kind="reduce")
