@@ -18,6 +18,7 @@ Measure on a quiet machine (``uptime`` load below 1); the load average is printe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import statistics
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,14 +165,29 @@ def render(rows: Sequence[ModelRow], markdown: bool) -> str:
     return "\n".join([*lines, "", *summary(rows), f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"])
 
 
-def _fresh_caches() -> None:
-    """Empty kernel caches for polytri and Inductor (each row's compiles are cold), keeping polytri's
-    fork/join cost."""
+CACHE_VARIABLES = ("POLYTRI_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+
+
+@contextlib.contextmanager
+def _fresh_caches() -> Iterator[Callable[[str], None]]:
+    """A function that points polytri's and Inductor's caches to new empty folders (so that the next
+    compiles are cold), keeping polytri's measured fork/join cost; the folders are removed and the
+    variables restored at the end."""
     from polytri.cpu_codegen.fork_cost import fork_cost
     fork_cost(os.environ.get("CC") or "cc")  # read or measured once per process, before the caches move
-    root = tempfile.mkdtemp(prefix="polytri-bench-models-")
-    os.environ["POLYTRI_CACHE_DIR"] = os.path.join(root, "polytri")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
+    saved = {v: os.environ.get(v) for v in CACHE_VARIABLES}
+    with tempfile.TemporaryDirectory(prefix="polytri-bench-models-") as root:
+        def fresh(label: str) -> None:
+            for v in CACHE_VARIABLES:
+                os.environ[v] = os.path.join(root, label, v.lower())
+        try:
+            yield fresh
+        finally:
+            for v, value in saved.items():
+                if value is None:
+                    os.environ.pop(v, None)
+                else:
+                    os.environ[v] = value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -190,11 +206,12 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
     if args.model_repeat < 1 or any(t < 1 for t in args.threads):
         raise SystemExit("polytri bench --models: --model-repeat and --threads must be at least 1")
     rows = []
-    for name in args.only or sorted(ZOO):
-        for dtype in args.dtypes:
-            for threads in args.threads:
-                print(f"  {name} {dtype} {threads} thread(s) ...", file=sys.stderr, flush=True)
-                _fresh_caches()
-                rows.append(run_model(name, dtype, threads, args.model_repeat))
+    with _fresh_caches() as fresh:
+        for name in args.only or sorted(ZOO):
+            for dtype in args.dtypes:
+                for threads in args.threads:
+                    print(f"  {name} {dtype} {threads} thread(s) ...", file=sys.stderr, flush=True)
+                    fresh(f"{name}-{dtype}-{threads}")
+                    rows.append(run_model(name, dtype, threads, args.model_repeat))
     print(render(rows, getattr(args, "markdown", False)), file=out, flush=True)
     return 0 if all(r.equal for r in rows) else 1

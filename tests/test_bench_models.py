@@ -1,0 +1,35 @@
+"""``polytri bench --models`` runs end to end on the smallest case and fills every column, so it cannot rot
+(no timing is judged here)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from polytri.tools.bench_models import CACHE_VARIABLES, HEADER
+from polytri.tools.cli import main
+
+pytestmark = pytest.mark.cc
+
+
+def test_models_benchmark_row_and_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    before = {v: os.environ.get(v) for v in CACHE_VARIABLES}
+    assert main(["bench", "--models", "--only", "mlp", "--dtypes", "float32", "--threads", "1",
+                 "--model-repeat", "1"]) == 0
+    assert {v: os.environ.get(v) for v in CACHE_VARIABLES} == before  # the run's fresh caches are gone
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("mlp"))
+    cells = dict(zip(HEADER, re.split(r"\s{2,}", row.strip())))
+    assert cells["dtype"] == "float32" and cells["threads"] == "1" and cells["right"] == "yes"
+    assert cells["ops in eager"] == "none" and int(cells["kernels"]) >= 1
+    for col in ("eager ms", "inductor ms", "polytri ms"):
+        assert float(cells[col]) > 0
+    assert re.match(r"^\d+\.\d\d x$".replace(" ", ""), cells["polytri/inductor"])
+    assert "float32, 1 thread(s): geomean time polytri/inductor" in out and "load average" in out
+
+
+def test_models_benchmark_rejects_bad_counts() -> None:
+    with pytest.raises(SystemExit, match="at least 1"):
+        main(["bench", "--models", "--threads", "0"])
