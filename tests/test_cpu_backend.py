@@ -166,6 +166,30 @@ def test_bad_flag_reports_compiler_output():
         pt.compile(jacobi_2d(), options={"cflags": ["-fno-such-flag-polytri"]})
 
 
+def test_background_build_is_waited_for_and_its_failure_raises_on_waiting(tmp_path, monkeypatch):
+    """Under builds_in_background the kernel comes back before its library; the first call (or
+    wait_built) waits for it; a failed build raises CompilationError there, and the disk cache keeps the
+    kernel only once built."""
+    from concurrent.futures import Future
+
+    from polytri.cpu_codegen.build import builds_in_background
+    monkeypatch.setenv("POLYTRI_CACHE_DIR", str(tmp_path))
+    with builds_in_background():
+        k = pt.compile(jacobi_2d(), options={"cflags": ["-DPT_BACKGROUND_TEST"]})
+        bad = pt.compile(jacobi_2d(), options={"cflags": ["-fno-such-flag-polytri"]})
+    kept = []
+    k.after_build(lambda: kept.append(True))
+    assert isinstance(k._library, Future) or kept == [True]
+    a, b = np.random.default_rng(0).random((2, 6, 6))
+    ref_a, ref_b = a.copy(), b.copy()
+    k(A=a, B=b, N=6, T=2)
+    pt.reference(jacobi_2d(), A=ref_a, B=ref_b, N=6, T=2)
+    np.testing.assert_allclose(a, ref_a, rtol=1e-12)
+    assert kept == [True] and k.library.exists()
+    with pytest.raises(pt.CompilationError, match="building generated C failed"):
+        bad.wait_built()
+
+
 def test_vector_math_functions_in_vectorized_loops():
     """With glibc's libmvec, exp/tanh/erf in a vectorized loop call the SIMD versions (named _ZGV...),
     within a few ulp of the reference; option simd=False keeps the scalar functions."""

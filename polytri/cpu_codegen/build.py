@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import fcntl
 import functools
 import hashlib
@@ -30,6 +31,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import CompilationError
@@ -189,3 +191,34 @@ def build_library(source: str, *, cc: str, flags: tuple[str, ...]) -> Path:
             _warned_unusable.add(str(folder))
             log.warning("polytri cache %s is not usable (%s); building in a temporary directory", folder, exc)
     return _build_into(_private_dir(), key, source, cc=cc, flags=flags)
+
+
+# -- builds in the background ---------------------------------------------------------------------------
+_BACKGROUND: contextvars.ContextVar[bool] = contextvars.ContextVar("polytri_background_builds", default=False)
+_POOL: ThreadPoolExecutor | None = None
+
+
+@contextlib.contextmanager
+def builds_in_background() -> Iterator[None]:
+    """Within the block, kernels compiled in this thread start their C compiler and go on: the next
+    kernel is scheduled while the last one builds (a graph of many kernels), and the kernels wait for
+    their libraries when they are first needed (:meth:`.CpuKernel.wait_built`)."""
+    token = _BACKGROUND.set(True)
+    try:
+        yield
+    finally:
+        _BACKGROUND.reset(token)
+
+
+def building_in_background() -> bool:
+    """Whether :func:`builds_in_background` is in effect in this thread."""
+    return _BACKGROUND.get()
+
+
+def build_library_later(source: str, *, cc: str, flags: tuple[str, ...]) -> Future[Path]:
+    """:func:`build_library` in a worker thread (one per core; the C compiler runs as a process of its own,
+    so the threads only wait for it)."""
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="polytri-cc")
+    return _POOL.submit(build_library, source, cc=cc, flags=flags)

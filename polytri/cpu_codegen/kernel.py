@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,8 @@ def _write_back(x: Any, tmp: Any) -> None:
 class CpuKernel(CompiledKernel):
     """``pt.compile(program, target="cpu")``: call it with keyword arguments; it runs in place."""
 
-    def __init__(self, program: Program, schedule: Schedule, deps: Dependences, source: str, library: Path,
+    def __init__(self, program: Program, schedule: Schedule, deps: Dependences, source: str,
+                 library: Path | Future[Path],
                  function: str, options: dict[str, Any], decisions: Sequence[Decision | str], *,
                  local_arrays: frozenset[str] = frozenset(), epilogue_arrays: frozenset[str] = frozenset(),
                  min_parallel_work: float = 0.0):
@@ -62,18 +64,48 @@ class CpuKernel(CompiledKernel):
         """Temporaries held in buffers local to a loop iteration only: never stored in global memory."""
         self.epilogue_arrays = epilogue_arrays
         """Targets of contractions read only by the nest's epilogue, block by block while in cache."""
-        self.library = library
-        """Path of the built shared library (in polytri's cache)."""
-        lib = ctypes.CDLL(str(library))
-        fn = getattr(lib, function)
-        fn.restype = None
-        fn.argtypes = ([ctypes.c_void_p] * len(program.arrays)
-                       + [_SCALAR_CTYPES[s.dtype] for s in program.scalars]
-                       + [ctypes.c_int64] * len(program.params) + [ctypes.c_int, ctypes.c_double])
-        self._fn = fn
-        self._lib = lib
+        self._library = library
+        self._function_name = function
+        self._fn: Any = None
+        self._after_build: list[Callable[[], None]] = []
         self.min_parallel_work = min_parallel_work
         """Operations a parallel region needs to open, passed at each call (see :mod:`.parallel_plan`)."""
+        if not isinstance(library, Future):
+            self._load()
+
+    @property
+    def library(self) -> Path:
+        """Path of the built shared library (in polytri's cache); waits for a build in the background."""
+        self.wait_built()
+        assert not isinstance(self._library, Future)
+        return Path(self._library)
+
+    def wait_built(self) -> None:
+        """Wait for the library if it is being built in the background (``CompilationError`` if the build
+        failed), load it, and run what :meth:`after_build` queued, in this thread."""
+        if isinstance(self._library, Future):
+            self._library = self._library.result()
+        if self._fn is None:
+            self._load()
+        while self._after_build:
+            self._after_build.pop(0)()
+
+    def after_build(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once the library is built: now if it is, else in :meth:`wait_built`."""
+        if isinstance(self._library, Future):
+            self._after_build.append(fn)
+        else:
+            fn()
+
+    def _load(self) -> Any:
+        lib = ctypes.CDLL(str(self._library))
+        fn = getattr(lib, self._function_name)
+        fn.restype = None
+        fn.argtypes = ([ctypes.c_void_p] * len(self.program.arrays)
+                       + [_SCALAR_CTYPES[s.dtype] for s in self.program.scalars]
+                       + [ctypes.c_int64] * len(self.program.params) + [ctypes.c_int, ctypes.c_double])
+        self._lib, self._fn = lib, fn
+        return fn
 
     @public
     def __call__(self, **kwargs: Any) -> None:
@@ -85,6 +117,7 @@ class CpuKernel(CompiledKernel):
             copies.append((bound.arrays[a.name], tmp))
         scalars = [_SCALAR_CTYPES[s.dtype](bound.scalars[s.name].item()) for s in self.program.scalars]
         params = [bound.params[p] for p in self.program.params]
+        self.wait_built()
         self._fn(*pointers, *scalars, *params, threads_now(self.options.get("threads")), self.min_parallel_work)
         for x, tmp in copies:
             if tmp is not None:
@@ -96,7 +129,12 @@ class CpuKernel(CompiledKernel):
         same shapes, types and layout through a checked call before (the torch frontend does, once per
         shape); the program must have no scalars."""
         assert not self.program.scalars
-        self._fn(*pointers, *params, threads_now(self.options.get("threads")), self.min_parallel_work)
+        fn = self._fn if self._fn is not None and not self._after_build else self._built()
+        fn(*pointers, *params, threads_now(self.options.get("threads")), self.min_parallel_work)
+
+    def _built(self) -> Any:
+        self.wait_built()
+        return self._fn
 
     def explain(self) -> str:
         """A readable report: statements, dependences, schedule, parallel loops, build."""

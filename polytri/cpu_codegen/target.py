@@ -15,7 +15,13 @@ from ..schedule.choose import choose_schedule
 from ..schedule.dependences import Dependences
 from ..schedule.loop_ast import Node
 from ..schedule.schedule import Schedule
-from .build import DEFAULT_FLAGS, build_library, vector_math_flags
+from .build import (
+    DEFAULT_FLAGS,
+    build_library,
+    build_library_later,
+    building_in_background,
+    vector_math_flags,
+)
 from .cgen import CodegenOptions, generate_c
 from .contraction_fusion import read_back_by_epilogues
 from .contraction_model import describe
@@ -58,7 +64,8 @@ class CpuTarget(Target):
         flags = (DEFAULT_FLAGS + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ())
                  + (vector_math_flags(opts["cc"]) if opts["simd"] else ()) + opts["cflags"])
         dump(source)  # before the build, which may fail
-        library = build_library(source, cc=opts["cc"], flags=flags)
+        library = (build_library_later if building_in_background() else build_library)(source, cc=opts["cc"],
+                                                                                       flags=flags)
         made.append(f"built with {opts['cc']} {' '.join(flags)}")
         return CpuKernel(program, schedule, deps, source, library, function, opts, made, local_arrays=local,
                          epilogue_arrays=read_back_by_epilogues(program, contractions), min_parallel_work=min_work)

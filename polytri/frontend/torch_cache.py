@@ -62,17 +62,22 @@ def compile_cached(program: ProgramBuilder, target: str, options: dict[str, Any]
         except Exception as exc:  # a stale or partial entry: compile again
             log.debug("kernel cache entry %s unusable: %s", path, exc)
     kernel = pt_compile(program, target=target, options=options)
-    if isinstance(kernel, CpuKernel):
-        parts = {"program": kernel.program, "schedule": kernel.schedule_info, "deps": kernel.dependences,
-                 "source": kernel.source, "library": kernel.library, "function": f"pt_{kernel.program.name}",
-                 "options": kernel.options, "decisions": kernel._decisions, "local_arrays": kernel.local_arrays,
-                 "epilogue_arrays": kernel.epilogue_arrays}
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump(parts, f)
-            os.replace(tmp, path)
-        except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
-            log.debug("kernel not cached on disk: %s", exc)
+    if isinstance(kernel, CpuKernel):  # kept once its library is built (it may be building in the background)
+        kernel.after_build(functools.partial(_keep, kernel, path))
     return kernel
+
+
+def _keep(kernel: CpuKernel, path: Path) -> None:
+    """Write ``kernel``'s parts to the disk cache at ``path``."""
+    parts = {"program": kernel.program, "schedule": kernel.schedule_info, "deps": kernel.dependences,
+             "source": kernel.source, "library": kernel.library, "function": f"pt_{kernel.program.name}",
+             "options": kernel.options, "decisions": kernel._decisions, "local_arrays": kernel.local_arrays,
+             "epilogue_arrays": kernel.epilogue_arrays}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(parts, f)
+        os.replace(tmp, path)
+    except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
+        log.debug("kernel not cached on disk: %s", exc)

@@ -12,6 +12,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from ..cpu_codegen.build import builds_in_background
+from ..cpu_codegen.kernel import CpuKernel
 from ..errors import PolytriError
 from ..fusion.traffic import Traffic
 from .torch_cache import compile_cached
@@ -215,12 +217,16 @@ class CompiledGraph:
         self.attrs = {n: _fetch_attr(gm, str(n.target)) for n in gm.graph.nodes if n.op == "get_attr"}
         self.output = next(n for n in gm.graph.nodes if n.op == "output")
         self.steps: list[_KernelStep | fx.Node] = []
-        for step in plan.steps:
-            if step.segment is not None:
-                self.steps.append(_KernelStep(step.segment, target, options))
-            else:
-                assert step.node is not None
-                self.steps.append(step.node)
+        with builds_in_background():  # the C compiler builds one kernel while the next is scheduled
+            for step in plan.steps:
+                if step.segment is not None:
+                    self.steps.append(_KernelStep(step.segment, target, options))
+                else:
+                    assert step.node is not None
+                    self.steps.append(step.node)
+        for s in self.steps:  # a failed build raises here, as it did where the kernel was compiled
+            if isinstance(s, _KernelStep) and isinstance(s.kernel, CpuKernel):
+                s.kernel.wait_built()
         self._failed = False
 
     @property
