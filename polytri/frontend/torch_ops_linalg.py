@@ -20,7 +20,18 @@ from ..dtypes import dtype as pt_type
 from .torch_args import as_int, as_ints, fake
 from .torch_lower import SegmentLowering, register
 from .torch_ops_reduce import LANES, reduce_into
-from .torch_values import Index, LoweringError, Val, acc_dtype, array_val, broadcast, cast, literal, pt_dtype, rounded
+from .torch_values import (
+    Index,
+    LoweringError,
+    Val,
+    acc_dtype,
+    array_val,
+    broadcast,
+    cast,
+    literal,
+    pt_dtype,
+    rounded,
+)
 
 #: Convolutions with at most this many terms per output element are unrolled into one statement.
 MAX_UNROLLED_TERMS = 32
@@ -207,17 +218,27 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
     if _flattened(ctx, shape, x, out):
         geometry = _Geometry(int(height), int(width), int(shape[2]), int(shape[3]), kh, kw, sh, sw, ph, pw, dh, dw)
         return rounded(_implicit_gemm(ctx, node.name, x, w, shape, acc, geometry, cin_g, cout_g, start), out)
-    name = ctx.temp(node.name, shape, acc)
+    guard = _inside(*coords(("i0", "i1", "i5", "i6"), "i2", "i3", "i4")[1:], height, width) if padded else []
+    return rounded(_row_nest(ctx, node.name, shape, acc, (cin_g, kh, kw), term, start, guard), out)
+
+
+def _inside(y: str, x: str, height: str, width: str) -> list[str]:
+    """Conditions for the input position ``(y, x)`` to be inside the image (not in the padding)."""
+    return [f"{y} >= 0", f"{y} < {height}", f"{x} >= 0", f"{x} < {width}"]
+
+
+def _row_nest(ctx: SegmentLowering, base: str, shape: tuple[str, ...], acc: torch.dtype,
+              window: tuple[int, int, int], term: Callable[[Index, str, str, str], str],
+              start: Callable[[Index], str], guard: list[str]) -> Val:
+    """The convolution as one multiply-accumulate statement over (n, co, ci, ky, kx, y, x), the padding as
+    a guard: the weight is invariant in the inner loops and x runs along rows of input and output."""
+    name = ctx.temp(base, shape, acc)
     ctx.emit(name, shape, lambda it, r: start(it))
-    # loops (n, co, ci, ky, kx, y, x): the weight is invariant and x runs along rows of input and output
-    guard: list[str] = []
-    if padded:
-        _, y, xx = coords(("i0", "i1", "i5", "i6"), "i2", "i3", "i4")
-        guard = [f"{y} >= 0", f"{y} < {height}", f"{xx} >= 0", f"{xx} < {width}"]
+    cin_g, kh, kw = window
     loops = (shape[0], shape[1], str(cin_g), str(kh), str(kw), shape[2], shape[3])
     ctx.emit(name, loops, lambda it, r: term((it[0], it[1], it[5], it[6]), it[2], it[3], it[4]), op="+=",
              guard=guard, index=lambda it: (it[0], it[1], it[5], it[6]))
-    return rounded(array_val(name, shape, acc), out)
+    return array_val(name, shape, acc)
 
 
 #: A convolution whose output rows fill at least this share of the packed micro-kernel's register blocks

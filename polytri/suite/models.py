@@ -160,6 +160,7 @@ def _nontrivial_norms(model: nn.Module, gen: torch.Generator) -> None:
     for mod in model.modules():
         if isinstance(mod, nn.BatchNorm2d):
             c = mod.num_features
+            assert mod.running_mean is not None and mod.running_var is not None  # track_running_stats
             mod.running_mean.copy_(torch.rand(c, generator=gen) - 0.5)
             mod.running_var.copy_(torch.rand(c, generator=gen) + 0.5)
             mod.weight.data.copy_(torch.rand(c, generator=gen) + 0.5)

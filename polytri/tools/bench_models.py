@@ -190,7 +190,7 @@ def _fresh_caches() -> Iterator[Callable[[str], None]]:
                     os.environ[v] = value
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     from polytri.suite.models import ZOO
     parser.add_argument("--only", nargs="*", choices=sorted(ZOO), help="these models (default: every one)")
     parser.add_argument("--dtypes", nargs="*", choices=DTYPES, default=list(DTYPES), help="default: both")
