@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 import time
 import warnings
@@ -26,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import polytri as pt
+from polytri.tools.bench_models import CALLS, median_ms
 from polytri.tools.demo import blur_torch
 
 
@@ -84,22 +84,6 @@ CASES: dict[str, Callable[[], tuple[Callable[..., Any], tuple[Any, ...]]]] = {
 }
 
 
-#: Calls of one backend in a row within a round.
-CALLS = 3
-
-
-def median_ms(fns: list[Callable[..., Any]], args: tuple[Any, ...], repeat: int) -> list[float]:
-    """Median time of each function in ms, over ``repeat`` rounds that call each in turn."""
-    times: list[list[float]] = [[] for _ in fns]
-    for fn in fns:
-        fn(*args)
-    for _ in range(repeat):
-        for fn, ts in zip(fns, times):
-            for _ in range(CALLS):
-                t0 = time.perf_counter()
-                fn(*args)
-                ts.append(time.perf_counter() - t0)
-    return [statistics.median(ts) * 1e3 for ts in times]
 
 
 def run(only: list[str] | None, repeat: int, threads: int | None = None) -> int:
