@@ -343,7 +343,7 @@ def _implicit_gemm(ctx: SegmentLowering, base: str, x: Val, w: Val, shape: tuple
 
     def term(it: Index, r: Index) -> str:  # it: (n, co, ci, ky, kx, p)
         n_, co, ci, ky, kx, p = it
-        chan = ci if cin_g == int(c) else f"{cin_g} * {co} + {ci}" if cout_g == 1 else \
+        chan = ci if cout_g == int(shape[1]) else f"{cin_g} * {co} + {ci}" if cout_g == 1 else \
             f"({co} // {cout_g}) * {cin_g} + {ci}"
         return f"{cast(read(n_, chan, ky, kx, p), x.dtype, acc)} * {cast(w.load((co, ci, ky, kx)), w.dtype, acc)}"
     loops = (shape[0], shape[1], str(cin_g), str(geo.kh), str(geo.kw), pixels)
