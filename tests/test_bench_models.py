@@ -33,3 +33,15 @@ def test_models_benchmark_row_and_summary(capsys: pytest.CaptureFixture[str]) ->
 def test_models_benchmark_rejects_bad_counts() -> None:
     with pytest.raises(SystemExit, match="at least 1"):
         main(["bench", "--models", "--threads", "0"])
+
+
+def test_the_command_line_names_every_zoo_model_without_importing_torch() -> None:
+    import subprocess
+    import sys
+
+    from polytri.suite.models import ZOO
+    from polytri.tools.bench_models import MODELS
+    assert sorted(MODELS) == sorted(ZOO)
+    code = "import sys; from polytri.tools.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"

@@ -190,9 +190,12 @@ def _fresh_caches() -> Iterator[Callable[[str], None]]:
                     os.environ[v] = value
 
 
+#: The models of :data:`polytri.suite.models.ZOO` (named here so that the command line does not import torch).
+MODELS = ("mlp", "mobilenet", "resnet", "vit")
+
+
 def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    from polytri.suite.models import ZOO
-    parser.add_argument("--only", nargs="*", choices=sorted(ZOO), help="these models (default: every one)")
+    parser.add_argument("--only", nargs="*", choices=MODELS, help="these models (default: every one)")
     parser.add_argument("--dtypes", nargs="*", choices=DTYPES, default=list(DTYPES), help="default: both")
     parser.add_argument("--threads", nargs="*", type=int, default=[1, 2], help="thread counts (default: 1 2)")
     parser.add_argument("--model-repeat", type=int, default=5, dest="model_repeat",
@@ -201,13 +204,12 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> 
 
 def run(args: argparse.Namespace, out: Any = None) -> int:
     """The table for ``args``; 1 when a model's result is wrong, else 0."""
-    from polytri.suite.models import ZOO
     out = out or sys.stdout
     if args.model_repeat < 1 or any(t < 1 for t in args.threads):
         raise SystemExit("polytri bench --models: --model-repeat and --threads must be at least 1")
     rows = []
     with _fresh_caches() as fresh:
-        for name in args.only or sorted(ZOO):
+        for name in args.only or MODELS:
             for dtype in args.dtypes:
                 for threads in args.threads:
                     print(f"  {name} {dtype} {threads} thread(s) ...", file=sys.stderr, flush=True)
