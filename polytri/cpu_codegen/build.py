@@ -35,6 +35,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import CompilationError
+from ..runtime.cpu_share import usable_cores
 
 log = logging.getLogger("polytri.cpu")
 
@@ -220,5 +221,5 @@ def build_library_later(source: str, *, cc: str, flags: tuple[str, ...]) -> Futu
     so the threads only wait for it)."""
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="polytri-cc")
+        _POOL = ThreadPoolExecutor(max_workers=usable_cores(), thread_name_prefix="polytri-cc")
     return _POOL.submit(build_library, source, cc=cc, flags=flags)

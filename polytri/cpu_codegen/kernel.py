@@ -129,7 +129,7 @@ class CpuKernel(CompiledKernel):
         same shapes, types and layout through a checked call before (the torch frontend does, once per
         shape); the program must have no scalars."""
         assert not self.program.scalars
-        fn = self._fn if self._fn is not None and not self._after_build else self._built()
+        fn = self._fn if self._fn is not None else self._built()
         fn(*pointers, *params, threads_now(self.options.get("threads")), self.min_parallel_work)
 
     def _built(self) -> Any:

@@ -80,6 +80,12 @@ def tensor_meta(node: Any) -> torch.Tensor | None:
     return v if isinstance(v, torch.Tensor) else None
 
 
+def is_view(node: fx.Node) -> bool:
+    """Whether ``node`` is an op lowered as an index map only (``view``, ``permute``...)."""
+    info = HANDLERS.get(op_name(node))
+    return info is not None and info.kind == "view"
+
+
 def is_lowerable(node: fx.Node) -> bool:
     """Whether ``node`` is a call polytri has a handler for, on supported dtypes."""
     if node.op != "call_function":
@@ -288,8 +294,7 @@ class SegmentLowering:
 
     def _track_view(self, node: fx.Node, v: Val) -> None:
         """Remember views (chains of view nodes) of arrays stored by this program."""
-        info = HANDLERS.get(op_name(node))
-        if v.array is not None or v.ops or info is None or info.kind != "view" or not node.args:
+        if v.array is not None or v.ops or not is_view(node) or not node.args:
             return
         src = node.args[0]
         if not isinstance(src, fx.Node) or src not in self.values:

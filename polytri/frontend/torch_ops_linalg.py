@@ -43,9 +43,7 @@ MAX_RECOMPUTE_OPS = 160
 def _rows_contiguous(v: Val) -> bool:
     """Whether ``v`` reads a stored array with its last index as the array's last subscript (consecutive
     elements of a row are consecutive in memory)."""
-    probe = tuple(f"pt_probe{d}" for d in range(v.rank))
-    text = v.load(probe)
-    return v.ops == 0 and (text.endswith(f", {probe[-1]}]") or text.endswith(f"[{probe[-1]}]"))
+    return _contiguous_along(v, v.rank - 1)
 
 
 def _packed_on_cpu(ctx: SegmentLowering, a: Val, b: Val, out: torch.dtype) -> bool:
@@ -197,10 +195,8 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
     height, width = x.shape[2], x.shape[3]
 
     def coords(it: Index, ci: str, ky: str, kx: str) -> tuple[Index, str, str]:
-        y = f"{sh} * {it[2]} + {dh} * {ky} - {ph}"
-        xx = f"{sw} * {it[3]} + {dw} * {kx} - {pw}"
-        chan = ci if g == 1 else f"({it[1]} // {cout_g}) * {cin_g} + {ci}"
-        return (it[0], chan, y, xx), y, xx
+        y, xx = window_at(sh, it[2], dh, ky, ph), window_at(sw, it[3], dw, kx, pw)
+        return (it[0], input_channel(it[1], ci, cin_g, cout_g, g), y, xx), y, xx
 
     def term(it: Index, ci: str, ky: str, kx: str) -> str:
         idx, _, _ = coords(it, ci, ky, kx)
@@ -218,13 +214,26 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
     if _flattened(ctx, shape, x, out):
         geometry = _Geometry(int(height), int(width), int(shape[2]), int(shape[3]), kh, kw, sh, sw, ph, pw, dh, dw)
         return rounded(_implicit_gemm(ctx, node.name, x, w, shape, acc, geometry, cin_g, cout_g, start), out)
-    guard = _inside(*coords(("i0", "i1", "i5", "i6"), "i2", "i3", "i4")[1:], height, width) if padded else []
+    guard = inside(*coords(("i0", "i1", "i5", "i6"), "i2", "i3", "i4")[1:], height, width) if padded else []
     return rounded(_row_nest(ctx, node.name, shape, acc, (cin_g, kh, kw), term, start, guard), out)
 
 
-def _inside(y: str, x: str, height: str, width: str) -> list[str]:
+def inside(y: str, x: str, height: object, width: object) -> list[str]:
     """Conditions for the input position ``(y, x)`` to be inside the image (not in the padding)."""
     return [f"{y} >= 0", f"{y} < {height}", f"{x} >= 0", f"{x} < {width}"]
+
+
+def window_at(stride: int, out: str, dilation: int, k: str, pad: int) -> str:
+    """The input position of window point ``k`` of output position ``out``, along one dimension."""
+    return f"{stride} * {out} + {dilation} * {k} - {pad}"
+
+
+def input_channel(co: str, ci: str, cin_g: int, cout_g: int, groups: int) -> str:
+    """The input channel that output channel ``co`` reads as its ``ci``-th (its group's ``ci``-th); affine
+    without groups and for one output channel per group (a depthwise convolution)."""
+    if groups == 1:
+        return ci
+    return f"{cin_g} * {co} + {ci}" if cout_g == 1 else f"({co} // {cout_g}) * {cin_g} + {ci}"
 
 
 def _row_nest(ctx: SegmentLowering, base: str, shape: tuple[str, ...], acc: torch.dtype,
@@ -320,12 +329,10 @@ def _implicit_gemm(ctx: SegmentLowering, base: str, x: Val, w: Val, shape: tuple
         ctx.emit(src, (n, c, str(geo.kh), str(geo.kw), pixels), lambda it, r: "0")
 
         def window(it: Index) -> tuple[str, str]:  # it: (n, c, ky, kx, y, x)
-            return (f"{geo.sh} * {it[4]} + {geo.dh} * {it[2]} - {geo.ph}",
-                    f"{geo.sw} * {it[5]} + {geo.dw} * {it[3]} - {geo.pw}")
-        wy, wx = window(tuple(f"i{d}" for d in range(6)))
+            return window_at(geo.sh, it[4], geo.dh, it[2], geo.ph), window_at(geo.sw, it[5], geo.dw, it[3], geo.pw)
         ctx.emit(src, (n, c, str(geo.kh), str(geo.kw), str(geo.ho), str(geo.wo)),
                  lambda it, r: x.load((it[0], it[1], *window(it))),
-                 guard=[f"{wy} >= 0", f"{wy} < {geo.h}", f"{wx} >= 0", f"{wx} < {geo.w}"],
+                 guard=inside(*window(tuple(f"i{d}" for d in range(6))), geo.h, geo.w),
                  index=lambda it: (*it[:4], f"{geo.wo} * {it[4]} + {it[5]}"))
 
         def read(n_: str, chan: str, ky: str, kx: str, p: str) -> str:
@@ -343,8 +350,7 @@ def _implicit_gemm(ctx: SegmentLowering, base: str, x: Val, w: Val, shape: tuple
 
     def term(it: Index, r: Index) -> str:  # it: (n, co, ci, ky, kx, p)
         n_, co, ci, ky, kx, p = it
-        chan = ci if cout_g == int(shape[1]) else f"{cin_g} * {co} + {ci}" if cout_g == 1 else \
-            f"({co} // {cout_g}) * {cin_g} + {ci}"
+        chan = input_channel(co, ci, cin_g, cout_g, int(shape[1]) // cout_g)
         return f"{cast(read(n_, chan, ky, kx, p), x.dtype, acc)} * {cast(w.load((co, ci, ky, kx)), w.dtype, acc)}"
     loops = (shape[0], shape[1], str(cin_g), str(geo.kh), str(geo.kw), pixels)
     ctx.emit(name, loops, term, op="+=", index=lambda it: (it[0], it[1], it[5]))

@@ -17,6 +17,7 @@ import torch.fx as fx
 
 from .torch_args import as_float, as_int, as_ints
 from .torch_lower import SegmentLowering, register
+from .torch_ops_linalg import inside, window_at
 from .torch_ops_pointwise import nan_max
 from .torch_values import Index, LoweringError, Val, acc_dtype, array_val, cast, literal, rounded
 
@@ -33,9 +34,9 @@ def _results_used(ctx: SegmentLowering, node: fx.Node) -> set[int]:
 
 @register("aten._native_batch_norm_legit_no_training.default", kind="pointwise")
 def _batch_norm(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, None, None]:
-    """``(x - mean) / sqrt(var + eps) * weight + bias`` along dimension 1, as ATen's CPU kernel computes it:
-    ``x * alpha + beta`` with ``alpha = weight / sqrt(var + eps)`` and ``beta = bias - mean * alpha`` per
-    channel, in the accumulation type."""
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` along dimension 1, computed as ``x * alpha + beta``
+    with ``alpha = weight / sqrt(var + eps)`` and ``beta = bias - mean * alpha`` per channel, in the
+    accumulation type (equal to eager within float32 rounding, not bit for bit)."""
     if _results_used(ctx, node) - {0}:
         raise LoweringError("batch norm's saved statistics are used: it runs in eager")
     x_node, w_node, b_node, mean_node, var_node = node.args[:5]
@@ -88,14 +89,12 @@ def _max_pool2d(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, None]:
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
 
     def window(it: Index) -> tuple[str, str]:  # it: (leading dims..., ky, kx, y, x)
-        return (f"{sh} * {it[lead + 2]} + {dh} * {it[lead]} - {ph}",
-                f"{sw} * {it[lead + 3]} + {dw} * {it[lead + 1]} - {pw}")
+        return window_at(sh, it[lead + 2], dh, it[lead], ph), window_at(sw, it[lead + 3], dw, it[lead + 1], pw)
 
     def index(it: Index) -> Index:
         return it[:lead] + it[lead + 2:]
-    y, xx = window(tuple(f"i{d}" for d in range(lead + 4)))
     # padding and ceil_mode put windows partly outside the input (the domain drops the redundant bounds)
-    guard = [f"{y} >= 0", f"{y} < {height}", f"{xx} >= 0", f"{xx} < {width}"]
+    guard = inside(*window(tuple(f"i{d}" for d in range(lead + 4))), height, width)
 
     def rhs(it: Index, r: Index) -> str:
         wy, wx = window(it)

@@ -289,10 +289,12 @@ register("aten.logical_xor.default", kind="pointwise")(_logical(lambda a, b: f"(
 
 def _bitwise_bool(fn: Fn) -> Callable[[SegmentLowering, fx.Node], Val]:
     """A bitwise op on booleans (a logical one); on integers it runs in eager."""
+    logical = _logical(fn)
+
     def lower(ctx: SegmentLowering, node: fx.Node) -> Val:
         if node.meta["val"].dtype != torch.bool:
             raise LoweringError(f"{node.target} of integers runs in eager")
-        return _logical(fn)(ctx, node)
+        return logical(ctx, node)
     return lower
 
 

