@@ -57,6 +57,11 @@ class CompilationError(PolytriError):
     """The generated code failed to build; the message carries the compiler's output."""
 
 
+class ArtifactError(PolytriError):
+    """An exported artifact that cannot be loaded: damaged, incomplete, or made for another polytri version,
+    target or CPU; the message says which file or field."""
+
+
 def caret(text: str, column: int | None, *, width: int = 1) -> str:
     """Return ``text`` with a caret line under ``column`` (0-based), for error messages."""
     if column is None or column < 0:
