@@ -14,7 +14,9 @@ $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# The CPU build of torch: 2.13.0 is the version the machines carry as a local wheel.
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[test]'
+	# the jax extra (polytri.jax), constrained so that it keeps that torch
+	echo torch==2.13.0 > $(VENV)/constraints.txt
+	$(PY) -m pip install --quiet -c $(VENV)/constraints.txt -e '.[test,jax]'
 	touch $(STAMP)
 
 demo: $(STAMP) ## install if needed, then run `polytri demo`

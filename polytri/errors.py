@@ -53,6 +53,11 @@ class UnsupportedError(PolytriError):
     """A feature or target that polytri does not implement (yet); the message says which."""
 
 
+class MissingExtraError(UnsupportedError):
+    """An optional dependency that is not installed (JAX for ``polytri.jax``); the message names the
+    ``pip install polytri[...]`` extra that provides it."""
+
+
 class CompilationError(PolytriError):
     """The generated code failed to build; the message carries the compiler's output."""
 
