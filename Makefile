@@ -3,9 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.polytri-installed
+DOCS_STAMP := $(VENV)/.polytri-docs-installed
 JOBS ?= 2
 
-.PHONY: help demo test fuzz bench lint clean
+.PHONY: help demo test fuzz bench lint docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -35,6 +36,14 @@ lint: $(STAMP) ## ruff (with complexity <= 10) over the package, tests and bench
 	$(PY) -m pip install --quiet ruff mypy
 	$(VENV)/bin/ruff check polytri tests benchmarks
 	$(VENV)/bin/mypy polytri
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP) ## the API reference from the docstrings (Sphinx, warnings are errors) into build/docs
+	$(PY) -m sphinx -E -W --keep-going -q -b html docs/api build/docs
+	@echo "API reference: build/docs/index.html"
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

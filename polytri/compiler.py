@@ -36,6 +36,7 @@ from .ir.program import Program
 from .ir.textform import program_to_text
 from .ir.verify import verify
 from .pipeline.decisions import Decision, records, under
+from .pipeline.option_doc import target_options_text
 from .pipeline.options import CpuOptions, option_table
 from .pipeline.stages import StageClock
 from .pipeline.target import Target, get_target, register_target, target_names
@@ -57,8 +58,16 @@ CPU_OPTIONS = option_table(CpuOptions)
 
 @public
 def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | None = None) -> Any:
-    """Compile a program (builder, frozen IR or ``@pt.kernel``) for ``target``: a :class:`CpuKernel` for
-    ``cpu``, a :class:`~polytri.codegen_triton.kernel.TritonKernel` for ``nvgpu`` and ``amdgpu``."""
+    """Compile a program for ``target`` and return the kernel, ready to call with keyword arguments.
+
+    ``program`` is a ``pt.Program`` builder, a frozen :class:`~polytri.ir.program.Program` or a
+    ``@pt.kernel`` function.  ``target`` is a registered target's name: ``cpu`` gives a
+    :class:`~polytri.cpu_codegen.kernel.CpuKernel` (C with OpenMP), ``nvgpu`` and ``amdgpu`` a
+    :class:`~polytri.codegen_triton.kernel.TritonKernel`.  ``options`` maps option names to values; each
+    one is checked before anything else runs, and an unknown name or a bad value is an
+    :class:`~polytri.errors.OptionError`.  The stages that follow are listed in :mod:`polytri.compiler`;
+    ``k.explain()`` reports what they decided.
+    """
     tgt = get_target(target)
     prog = to_program(program)
     opts = tgt.check_options(options)
@@ -80,6 +89,9 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     kernel = _generate_safely(tgt, prog, deps, opts, fusion, built, clock)
     kernel.stage_times = tuple(clock.times)
     return kernel
+
+
+compile.__doc__ = f"{compile.__doc__}\n{target_options_text(TARGETS, indent='    ')}"
 
 
 def _generate_safely(tgt: Target, prog: Program, deps: Dependences, opts: dict[str, Any], fusion: list[Decision | str],

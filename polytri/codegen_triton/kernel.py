@@ -50,8 +50,11 @@ class TritonKernel(CompiledKernel):
         self.interpreter_source = interpreter_source
         """The module run by the interpreter (differs from :attr:`source` only for bfloat16 programs)."""
         self.arch = arch
+        """The GPU architecture the launch model targets (option ``arch``)."""
         self.model = model
+        """The launch model: block sizes and launch parameters chosen for this program on :attr:`arch`."""
         self.launches = launches
+        """The kernel launches of one call, in order."""
         self._recipe = recipe
         self._variants = {"int32": (source, interpreter_source)}
         self._margin = lane_margin(model)
@@ -99,6 +102,9 @@ class TritonKernel(CompiledKernel):
     # --- running ----------------------------------------------------------------------------------------
     @public
     def __call__(self, **kwargs: Any) -> None:
+        """Run the kernels in place, with the arguments passed by name as for a
+        :class:`~polytri.cpu_codegen.kernel.CpuKernel`: on the GPU for GPU tensors, in Triton's interpreter
+        for numpy arrays and CPU tensors."""
         bound = bind(self.program, kwargs, device="gpu")
         index = self.index_type(bound.params)
         on_gpu = any(is_torch_tensor(x) and x.device.type != "cpu" for x in bound.arrays.values())

@@ -109,6 +109,9 @@ class CpuKernel(CompiledKernel):
 
     @public
     def __call__(self, **kwargs: Any) -> None:
+        """Run the kernel in place on numpy arrays or CPU tensors, passed by name with the scalars and
+        parameters; parameters the shapes determine may be left out.  Arguments are checked first
+        (``ArgumentError``, ``ParameterBoundsError``)."""
         bound = bind(self.program, kwargs)
         pointers, copies = [], []
         for a in self.program.arrays:

@@ -46,6 +46,7 @@ class CompiledKernel:
 
     @property
     def target(self) -> str:
+        """The name of the target the kernel was compiled for (``cpu``, ``nvgpu``, ``amdgpu``)."""
         return self._target
 
     @property
