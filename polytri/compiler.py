@@ -91,7 +91,8 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
     return kernel
 
 
-compile.__doc__ = f"{compile.__doc__}\n{target_options_text(TARGETS, indent='    ')}"
+if compile.__doc__:  # None under python -OO
+    compile.__doc__ += f"\n{target_options_text(TARGETS, indent='    ')}"
 
 
 def _generate_safely(tgt: Target, prog: Program, deps: Dependences, opts: dict[str, Any], fusion: list[Decision | str],
