@@ -2,8 +2,16 @@
 typed option classes with their one validator, and the stage hooks."""
 
 from .options import CpuOptions, GpuOptions, option_docs, option_table, parse_options
-from .stages import StageEvent, add_stage_hook, remove_stage_hook
+from .stages import (
+           StageEvent,
+           StageStart,
+           add_stage_hook,
+           add_stage_watcher,
+           remove_stage_hook,
+           remove_stage_watcher,
+)
 from .target import Target, get_target, register_target, target_names
 
-__all__ = ["CpuOptions", "GpuOptions", "StageEvent", "Target", "add_stage_hook", "get_target", "option_docs",
-           "option_table", "parse_options", "register_target", "remove_stage_hook", "target_names"]
+__all__ = ["CpuOptions", "GpuOptions", "StageEvent", "StageStart", "Target", "add_stage_hook", "add_stage_watcher",
+           "get_target", "option_docs", "option_table", "parse_options", "register_target", "remove_stage_hook",
+           "remove_stage_watcher", "target_names"]

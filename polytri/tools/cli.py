@@ -2,7 +2,8 @@
 
 Every error polytri raises on purpose (a :class:`~polytri.errors.PolytriError`), a file that cannot be
 read or written, and a reader that closes the output early end the command with one line on stderr and
-exit status 1, without a traceback (``POLYTRI_DEBUG=1`` shows it).
+exit status 1, without a traceback (``POLYTRI_DEBUG=1`` shows it).  A compilation that takes more than a
+few seconds says on stderr which stage it is in (:mod:`polytri.tools.progress`, ``POLYTRI_PROGRESS``).
 """
 
 from __future__ import annotations
@@ -98,9 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from .logconfig import configure
+    from .progress import reporting
     try:
         configure(args.verbose)
-        return _dispatch(args, parser)
+        with reporting():
+            return _dispatch(args, parser)
     except BrokenPipeError:  # the reader went away (`polytri compile ... | head -1`): nothing more to say
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's final flush does not fail again

@@ -66,3 +66,12 @@ def configure(verbosity: int = 0, spec: str | None = None) -> dict[str, int]:
     for name, level in levels.items():
         logging.getLogger(name).setLevel(level)
     return levels
+
+
+def show(name: str, level: int) -> None:
+    """Show the records of the logger ``name`` from ``level`` on, on stderr: its level is lowered to ``level``
+    unless it was set by name (``POLYTRI_LOG=progress=warning``, the application) or is lower already."""
+    logger = logging.getLogger(name)
+    if logger.level == logging.NOTSET and logger.getEffectiveLevel() > level:
+        logger.setLevel(level)
+    _ensure_handler()
