@@ -7,9 +7,11 @@ Build a program with :class:`Program` (or ``@kernel``), check it against :func:`
 import os as _os
 
 from . import dtypes
+from .aot import export, load
 from .compiler import compile
 from .errors import (
     ArgumentError,
+    ArtifactError,
     BoundsError,
     CompilationError,
     NameResolutionError,
@@ -40,9 +42,9 @@ if _os.environ.get("POLYTRI_LOG"):  # the named loggers, for Python users as for
         _warnings.warn(f"polytri: {_exc}; logging left as it is", stacklevel=2)
 
 __all__ = [
-    "ArgumentError", "BoundsError", "CompilationError", "Dependences", "NameResolutionError", "NotAffineError",
+    "ArgumentError", "ArtifactError", "BoundsError", "CompilationError", "Dependences", "NameResolutionError", "NotAffineError",
     "OptionError", "ParameterBoundsError", "ParseError", "PolytriError", "Program", "ProgramError",
     "TypeCheckError", "UnsupportedError",
-    "compile", "dependences", "dtypes", "explain", "jit", "reference",
+    "compile", "dependences", "dtypes", "explain", "export", "jit", "load", "reference",
     "Kernel", "kernel", "f64", "f32", "f16", "bf16", "i8", "i32", "i64", "bool_",
 ]

@@ -9,13 +9,19 @@ from ..dtypes import DType
 
 
 @functools.cache
-def vector_bytes() -> int:
-    """Width of the widest vector registers of this machine (the code is built with -march=native)."""
+def cpu_flags() -> frozenset[str]:
+    """The feature flags of this machine's CPU (``/proc/cpuinfo``; empty where it cannot be read)."""
     try:
         with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+            return frozenset(next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), []))
     except OSError:
-        flags = []
+        return frozenset()
+
+
+@functools.cache
+def vector_bytes() -> int:
+    """Width of the widest vector registers of this machine (the code is built with -march=native)."""
+    flags = cpu_flags()
     if "avx512f" in flags:
         return 64
     return 32 if "avx2" in flags or "avx" in flags else 16
@@ -50,4 +56,4 @@ def blocking(d: DType) -> Blocking:
     return Blocking(mr, nr, kc, (512 << 10) // (kc * d.itemsize))
 
 
-__all__ = ["WHOLE_L_BYTES", "Blocking", "blocking", "vector_bytes"]
+__all__ = ["WHOLE_L_BYTES", "Blocking", "blocking", "cpu_flags", "vector_bytes"]

@@ -19,12 +19,14 @@ from typing import Any
 from ..compiler import compile as pt_compile
 from ..cpu_codegen.build import cache_dir
 from ..cpu_codegen.kernel import CpuKernel
+from ..cpu_codegen.kernel_parts import FORMAT as PARTS_FORMAT
+from ..cpu_codegen.kernel_parts import kernel_from_parts, kernel_parts
 from ..ir.builder import ProgramBuilder
 
 log = logging.getLogger("polytri.torch")
 
-#: Bumped whenever the pickled layout changes.
-_FORMAT = 3
+#: Bumped whenever the pickled layout changes (with the kernel parts' own format).
+_FORMAT = f"4.{PARTS_FORMAT}"
 
 
 @functools.cache
@@ -56,9 +58,7 @@ def compile_cached(program: ProgramBuilder, target: str, options: dict[str, Any]
                 parts = pickle.load(f)
             if os.path.exists(parts["library"]):
                 log.debug("kernel cache hit %s", path)
-                return CpuKernel(parts["program"], parts["schedule"], parts["deps"], parts["source"],
-                                 parts["library"], parts["function"], parts["options"], parts["decisions"],
-                                 local_arrays=parts["local_arrays"], epilogue_arrays=parts["epilogue_arrays"])
+                return kernel_from_parts(parts)
         except Exception as exc:  # a stale or partial entry: compile again
             log.debug("kernel cache entry %s unusable: %s", path, exc)
     kernel = pt_compile(program, target=target, options=options)
@@ -69,10 +69,7 @@ def compile_cached(program: ProgramBuilder, target: str, options: dict[str, Any]
 
 def _keep(kernel: CpuKernel, path: Path) -> None:
     """Write ``kernel``'s parts to the disk cache at ``path``."""
-    parts = {"program": kernel.program, "schedule": kernel.schedule_info, "deps": kernel.dependences,
-             "source": kernel.source, "library": kernel.library, "function": f"pt_{kernel.program.name}",
-             "options": kernel.options, "decisions": kernel._decisions, "local_arrays": kernel.local_arrays,
-             "epilogue_arrays": kernel.epilogue_arrays}
+    parts = kernel_parts(kernel)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")

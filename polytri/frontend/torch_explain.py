@@ -62,7 +62,7 @@ def _size(n: int) -> str:
 _CALLS = itertools.count()
 
 
-def _original(fn: Callable[..., Any]) -> Callable[..., Any]:
+def unwrap_compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The function or module under ``pt.jit`` / ``torch.compile`` wrappers (``fn`` itself if none).
     Calling a wrapper runs what it compiled before, from Dynamo's cache, whatever its backend: a report
     on it would be empty once the function has run."""
@@ -104,7 +104,7 @@ def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, An
     with _LOCK:
         _RECORDERS.append(records)
     try:
-        compiled = torch.compile(_fresh_frame(_original(fn)), backend=PolytriBackend(compile_options))
+        compiled = torch.compile(_fresh_frame(unwrap_compiled(fn)), backend=PolytriBackend(compile_options))
         result = compiled(*args, **kwargs)
     finally:
         with _LOCK:

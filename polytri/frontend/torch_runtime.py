@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import warnings
@@ -16,6 +17,7 @@ from ..cpu_codegen.build import builds_in_background
 from ..cpu_codegen.kernel import CpuKernel
 from ..errors import PolytriError
 from ..fusion.traffic import Traffic
+from ..ir.builder import ProgramBuilder
 from .torch_cache import compile_cached
 from .torch_lower import Segment
 from .torch_options import TorchOptions
@@ -23,6 +25,9 @@ from .torch_plan import Plan
 from .torch_traffic import parameter_values, segment_traffic, unfused_bytes
 
 log = logging.getLogger("polytri.torch")
+
+KernelSource = Callable[[ProgramBuilder, str, dict[str, Any]], Any]
+"""Where a graph's kernels come from: ``(program, target, options) -> kernel``."""
 
 
 def _shape_fn(shape: Sequence[str]) -> Callable[[dict[str, int]], tuple[int, ...]]:
@@ -60,14 +65,12 @@ class KernelInfo:
 class _KernelStep:
     """One segment: its kernel and how to build its arguments."""
 
-    def __init__(self, seg: Segment, target: str, options: TorchOptions):
+    def __init__(self, seg: Segment, target: str, options: TorchOptions, kernels: KernelSource):
         assert seg.program is not None
         self.segment = seg
         opts = options.compile_options(target)
         opts["temporaries"] = tuple(seg.temps)  # intermediates: their contents after the call do not matter
-        self.kernel = (compile_cached(seg.program, target, opts,
-                                      use_disk=options.cache)
-                       if seg.program.statements else None)
+        self.kernel = kernels(seg.program, target, opts) if seg.program.statements else None
         if options.debug:
             log.warning("program:\n%s\nkernel source:\n%s", seg.program, getattr(self.kernel, "source", ""))
         self.inputs = [(seg.arrays[n], n) for n in seg.inputs]
@@ -209,7 +212,12 @@ def _overlapping(tensors: list[torch.Tensor]) -> list[int]:
 class CompiledGraph:
     """The callable a backend returns for one FX graph."""
 
-    def __init__(self, gm: fx.GraphModule, plan: Plan, target: str, options: TorchOptions):
+    def __init__(self, gm: fx.GraphModule, plan: Plan, target: str, options: TorchOptions,
+                 kernels: KernelSource | None = None):
+        """``kernels`` makes each segment's kernel from its program, target and options (default:
+        :func:`.torch_cache.compile_cached`, which compiles or reuses the disk cache's)."""
+        if kernels is None:
+            kernels = functools.partial(compile_cached, use_disk=options.cache)
         self.gm = gm
         self.plan = plan
         self.target = target
@@ -221,7 +229,7 @@ class CompiledGraph:
         with builds_in_background():  # the C compiler builds one kernel while the next is scheduled
             for step in plan.steps:
                 if step.segment is not None:
-                    self.steps.append(_KernelStep(step.segment, target, options))
+                    self.steps.append(_KernelStep(step.segment, target, options, kernels))
                 else:
                     assert step.node is not None
                     self.steps.append(step.node)
