@@ -154,7 +154,7 @@ def test_plot_files(tmp_path):
 def test_plot_command(tmp_path, capsys):
     target = tmp_path / "seidel.svg"
     assert main(["plot", f"{EXAMPLES / 'stencils.py'}:seidel_1d", "-o", str(target), "--param", "T=4,N=8",
-                 "--what", "space"]) == 0
+                 "--what", "space", "--schedule", "pluto"]) == 0
     assert capsys.readouterr().out == f"wrote {target}\n"
     text = target.read_text()
     assert "seidel_1d: S0[t, i]" in text and "T=4, N=8" in text and "tile size 4" in text
@@ -162,3 +162,51 @@ def test_plot_command(tmp_path, capsys):
     assert "expected NAME=INTEGER" in capsys.readouterr().err
     assert main(["plot", str(EXAMPLES / "matmul.py"), "-o", str(tmp_path / "x.png"), "--axes", "i,q"]) == 1
     assert "pick two distinct iterators" in capsys.readouterr().err
+
+
+def _tile_prefix(umap, ndim: int):
+    """The maps of a union map with every output dimension from ``ndim`` on projected out."""
+    import islpy as isl
+    maps = []
+    umap.foreach_map(maps.append)
+    return [m.project_out(isl.dim_type.out, ndim, m.dim(isl.dim_type.out) - ndim) for m in maps]
+
+
+@pytest.mark.cc
+def test_the_picture_draws_the_schedule_pt_compile_chose_for_jacobi_1d():
+    prog = example("jacobi_1d.py")
+    k = pt.compile(prog, target="cpu")
+    data = iteration_space(prog, params={"T": 8, "N": 8}, schedule="compiled")
+    assert data.compiled and data.schedule.origin == k.schedule_info.origin
+    assert data.schedule.map.is_equal(k.schedule)
+
+
+@pytest.mark.cc
+def test_the_picture_of_a_tiled_choice_has_the_compiled_tiles():
+    """seidel_1d: pt.compile tiles (the wavefront over tiles is its only parallelism); the picture's tiles,
+    drawn with the band's own point loops, are the compiled schedule's tiles, in the same order."""
+    prog = example("stencils.py:seidel_1d")
+    k = pt.compile(prog, target="cpu")
+    data = iteration_space(prog, params={"T": 6, "N": 12}, schedule="compiled")
+    assert k.schedule_info.origin == data.schedule.origin == "pluto+tiled" and data.compiled
+    last = max(strip.tile for strip in data.strips) + 1
+    compiled, drawn = _tile_prefix(k.schedule, last), _tile_prefix(data.schedule.map, last)
+    assert len(compiled) == len(drawn) and all(a.is_equal(b) for a, b in zip(compiled, drawn))
+    check_tiles(data)
+
+
+def test_polytri_plot_draws_the_compiled_schedule_by_default(tmp_path):
+    from polytri.plot.command import _schedule_arguments
+    from polytri.tools.cli import build_parser
+
+    def parsed(*flags):
+        return _schedule_arguments(build_parser().parse_args(["plot", "x.py", "-o", "x.png", *flags]))
+
+    assert parsed() == {"schedule": "compiled", "options": {}}
+    assert parsed("--tile-size", "8", "--fuse", "max") == {"schedule": "compiled",
+                                                           "options": {"tile_size": 8, "fuse": "max"}}
+    assert parsed("--no-tile") == {"schedule": "compiled", "options": {"tile": False}}
+    assert parsed("--schedule", "pluto") == {"schedule": "pluto", "fuse": "smart", "tile": True, "tile_size": 4}
+    target = tmp_path / "jacobi.svg"
+    assert main(["plot", str(EXAMPLES / "jacobi_1d.py"), "-o", str(target), "--what", "space"]) == 0
+    assert "schedule: original, as pt.compile chose it" in target.read_text()

@@ -25,11 +25,12 @@ def plot_iteration_space(program: object, *, ax: Any = None, params: Mapping[str
                          statement: str | None = None, axes: Sequence[str] | None = None,
                          fixed: Mapping[str, int] | None = None, schedule: str = "pluto", fuse: str = "smart",
                          tile: bool = True, tile_size: int | None = 4,
-                         kinds: Sequence[str] = ("flow",)) -> Any:
+                         kinds: Sequence[str] = ("flow",), options: Mapping[str, Any] | None = None) -> Any:
     """Draw a 2-D slice of a statement's iteration space (see :func:`polytri.plot.iteration_space` for
     the arguments) into ``ax`` or a new figure; return the figure."""
     data = iteration_space(program, params=params, statement=statement, axes=axes, fixed=fixed,
-                           schedule=schedule, fuse=fuse, tile=tile, tile_size=tile_size, kinds=kinds)
+                           schedule=schedule, fuse=fuse, tile=tile, tile_size=tile_size, kinds=kinds,
+                           options=options)
     if ax is None:
         fig, ax = _pyplot().subplots(figsize=(6.4, 7.0), layout="constrained")
     draw_space(data, ax)
@@ -37,12 +38,14 @@ def plot_iteration_space(program: object, *, ax: Any = None, params: Mapping[str
 
 
 def plot_dependence_graph(program: object, *, ax: Any = None, schedule: str = "pluto", fuse: str = "smart",
-                          tile: bool = True, tile_size: int | None = 4) -> Any:
+                          tile: bool = True, tile_size: int | None = 4, options: Mapping[str, Any] | None = None
+                          ) -> Any:
     """Draw the statement dependence graph with the fusion groups of the schedule into ``ax`` or a new
     figure; return the figure."""
     prog = to_program(program)
     deps = compute_dependences(prog)
-    sched, _ = picture_schedule(prog, deps, schedule=schedule, fuse=fuse, tile=tile, tile_size=tile_size)
+    sched, _ = picture_schedule(prog, deps, schedule=schedule, fuse=fuse, tile=tile, tile_size=tile_size,
+                                options=options)
     data = dependence_graph(prog, deps, sched)
     if ax is None:
         width = max(5.0, 1.6 * len(prog.statements) + 3.0)
@@ -54,9 +57,10 @@ def plot_dependence_graph(program: object, *, ax: Any = None, schedule: str = "p
 def plot_program(program: object, path: str, *, what: str = "both", dpi: int = 150, **options: Any) -> str:
     """Save the pictures of ``program`` to ``path`` (``.png``, ``.pdf``, ``.svg``: by matplotlib):
     ``what`` is ``space``, ``graph`` or ``both`` (side by side); ``options`` go to
-    :func:`plot_iteration_space` (``schedule``, ``fuse``, ``tile`` and ``tile_size`` also to the graph)."""
+    :func:`plot_iteration_space` (``schedule``, ``fuse``, ``tile``, ``tile_size`` and ``options`` also to the
+    graph; ``schedule="compiled"`` draws what ``pt.compile`` chose)."""
     plt = _pyplot()
-    graph_opts = {k: options[k] for k in ("schedule", "fuse", "tile", "tile_size") if k in options}
+    graph_opts = {k: options[k] for k in ("schedule", "fuse", "tile", "tile_size", "options") if k in options}
     if what == "space":
         fig = plot_iteration_space(program, **options)
     elif what == "graph":

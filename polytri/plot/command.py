@@ -3,9 +3,11 @@
 The iteration-space picture is a 2-D slice of one statement's domain for small parameter values
 (``--param N=8``; 8 by default): the two innermost iterators (or ``--axes t,i``), the others fixed
 (``--fix t=2``; the middle of their range by default) and named in the title.  It shows the dependences
-between the points of the slice, the tiles of the schedule (Pluto, tiled with ``--tile-size``, 4 by
-default) outlined and numbered in execution order.  The dependence graph shows the statements, their
-flow, anti and output dependences, and the fusion groups of the same schedule.
+between the points of the slice and the schedule ``pt.compile`` chooses for the cpu target, as the title
+says: its tiles outlined and numbered in execution order, or, untiled, the points numbered in execution
+order (``--schedule pluto`` draws Pluto's schedule tiled with ``--tile-size``, 4 by default, whatever the
+compiler chooses).  The dependence graph shows the statements, their flow, anti and output dependences,
+and the fusion groups of the same schedule.
 """
 
 from __future__ import annotations
@@ -13,9 +15,15 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from typing import Any
 
 from ..errors import OptionError
 from ..schedule.pluto import FUSION_POLICIES
+from .space import SCHEDULES
+
+PICTURE_TILE = 4
+"""Tile side of ``--schedule pluto`` (or ``auto``) pictures without ``--tile-size``: small, to show several
+tiles at the default parameter values."""
 
 log = logging.getLogger("polytri.plot")
 
@@ -49,10 +57,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the two iterators to draw (default: the statement's two innermost)")
     parser.add_argument("--fix", action="append", default=[], metavar="ITER=VALUE",
                         help="value of an iterator that is not drawn (default: the middle of its range)")
-    parser.add_argument("--schedule", choices=("pluto", "auto", "original"), default="pluto",
-                        help="whose tiles and order to draw (default: pluto)")
-    parser.add_argument("--fuse", choices=FUSION_POLICIES, default="smart", help="fusion policy")
-    parser.add_argument("--tile-size", type=int, default=4, help="tile side for every band dimension (default 4)")
+    parser.add_argument("--schedule", choices=SCHEDULES, default="compiled",
+                        help="the schedule drawn: 'compiled' (default), what pt.compile chooses for the cpu target "
+                             "with the options below; or the compile option's 'pluto', 'auto', 'original', "
+                             "tiled as the options below say whatever the compiler would do")
+    parser.add_argument("--fuse", choices=FUSION_POLICIES, default=None,
+                        help="fusion policy (default: the compiler's, 'smart')")
+    parser.add_argument("--tile-size", type=int, default=None,
+                        help="tile side for every band dimension (default: the compiler's model for the compiled "
+                             f"schedule, {PICTURE_TILE} for the others)")
     parser.add_argument("--no-tile", action="store_true", help="draw the untiled schedule: points numbered in "
                                                                "execution order")
     parser.add_argument("--deps", default="flow", metavar="KINDS",
@@ -73,6 +86,22 @@ def _check_output(path: str) -> None:
         raise OptionError(f"-o {path}: the folder {folder!r} does not exist")
 
 
+def _schedule_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The arguments of :func:`~polytri.plot.plot_program` that pick the schedule: for ``compiled``, the
+    compile options the flags give (none by default: pt.compile's defaults)."""
+    if args.schedule != "compiled":
+        return dict(schedule=args.schedule, fuse=args.fuse or "smart", tile=not args.no_tile,
+                    tile_size=args.tile_size or PICTURE_TILE)
+    options: dict[str, Any] = {}
+    if args.fuse is not None:
+        options["fuse"] = args.fuse
+    if args.no_tile:
+        options["tile"] = False
+    if args.tile_size is not None:
+        options["tile_size"] = args.tile_size
+    return dict(schedule="compiled", options=options)
+
+
 def run(args: argparse.Namespace) -> int:
     """Load the program, draw, save; print the path written."""
     import matplotlib
@@ -80,17 +109,16 @@ def run(args: argparse.Namespace) -> int:
     from ..tools.loader import load_program
     from .api import plot_program
 
-    if args.tile_size < 1:
+    if args.tile_size is not None and args.tile_size < 1:
         raise OptionError(f"--tile-size must be a positive integer, got {args.tile_size}")
     _check_output(args.output)
     name, program = load_program(args.spec)
     options = dict(params=_pairs(args.param, "--param"), statement=args.statement,
                    axes=[a.strip() for a in args.axes.split(",")] if args.axes else None,
-                   fixed=_pairs(args.fix, "--fix"), schedule=args.schedule, fuse=args.fuse,
-                   tile=not args.no_tile, tile_size=args.tile_size,
-                   kinds=[k.strip() for k in args.deps.split(",") if k.strip()])
+                   fixed=_pairs(args.fix, "--fix"), kinds=[k.strip() for k in args.deps.split(",") if k.strip()],
+                   **_schedule_arguments(args))
     if args.what == "graph":
-        options = {k: options[k] for k in ("schedule", "fuse", "tile", "tile_size")}
+        options = {k: options[k] for k in ("schedule", "fuse", "tile", "tile_size", "options") if k in options}
     log.info("drawing %s", name)
     path = plot_program(program, args.output, what=args.what, dpi=args.dpi, **options)
     print(f"wrote {path}")

@@ -91,8 +91,10 @@ def _space_title(data: SpaceData) -> str:
     st = data.statement
     its = ", ".join(f"{i}={data.fixed[i]}" if i in data.fixed else i for i in st.iterators)
     sched = data.schedule.origin
-    if data.tile_size:
-        sched += f", tile size {data.tile_size}"
+    sizes = [strip.size for strip in data.strips]
+    if sizes:
+        sched += f", tile size {sizes[0]}" if len(set(sizes)) == 1 else f", tiles {' x '.join(map(str, sizes))}"
+    sched += ", as pt.compile chose it" if data.compiled else " (asked for; pt.compile may choose another)"
     return (f"{data.program}: {st.name}[{its}]   ({_params_text(data.params)})\n"
             f"{st.name}: {st.text()}\nschedule: {sched}")
 

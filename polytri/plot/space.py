@@ -12,12 +12,14 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import islpy as isl
 
 from ..errors import OptionError
 from ..ir.builder import to_program
 from ..ir.program import Program, Statement
+from ..pipeline.target import get_target
 from ..schedule.choose import choose_schedule
 from ..schedule.dependences import Dependences, compute_dependences
 from ..schedule.legality import prove_legal
@@ -31,6 +33,8 @@ Point = tuple[int, ...]
 DEP_KINDS = ("flow", "anti", "output")
 #: Parameter value used for every parameter the caller does not give.
 DEFAULT_PARAM = 8
+#: The schedules a picture can draw: ``compiled`` is what ``pt.compile`` chose for the cpu target.
+SCHEDULES = ("compiled", "pluto", "auto", "original")
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ class SpaceData:
     strips: tuple[Strip, ...]
     """The tile dimensions of the schedule (empty when not tiled)."""
     tile_size: int | None
+    compiled: bool = False
+    """Whether the schedule is the one ``pt.compile`` chose (``schedule="compiled"``)."""
 
     @property
     def waves(self) -> bool:
@@ -113,18 +119,35 @@ class Strip:
     """Tile side along it."""
 
 
+def compiled_schedule(program: Program, deps: Dependences, options: Mapping[str, Any] | None = None) -> Schedule:
+    """The schedule ``pt.compile(program, target="cpu", options=options)`` generates code from: the cpu
+    target's own scheduling stage, run on the same program and dependences, without generating code."""
+    from ..compiler import compile as _registers_the_targets  # noqa: F401
+
+    target = get_target("cpu")
+    opts = target.check_options(options)
+    schedule, _, _ = target.schedule(program, deps, opts, built=False)
+    return schedule
+
+
 def picture_schedule(program: Program, deps: Dependences, *, schedule: str = "pluto", fuse: str = "smart",
-                     tile: bool = True, tile_size: int | None = 4) -> tuple[Schedule, tuple[Strip, ...]]:
+                     tile: bool = True, tile_size: int | None = 4, options: Mapping[str, Any] | None = None
+                     ) -> tuple[Schedule, tuple[Strip, ...]]:
     """The schedule to draw and its tile dimensions.
 
-    ``schedule`` is ``pluto``, ``auto`` or ``original`` (as the compile option); the untiled result is
-    tiled with ``tile_size`` (every band dimension; ``None``: the compiler's model) when ``tile`` is set
-    and it has a band of width >= 2, and proved legal.  The tiles are the compiler's; inside a tile the
-    points keep the band's order (the compiler may scan them along a wavefront, see ``tile_band``)."""
+    ``schedule`` is ``compiled``, ``pluto``, ``auto`` or ``original``.  ``compiled`` draws what
+    ``pt.compile`` chooses for the cpu target with the compile ``options`` (its defaults when ``None``; ``fuse``,
+    ``tile`` and ``tile_size`` are not used), tiles included.  The others are the compile option's values:
+    the untiled result is tiled with ``tile_size`` (every band dimension; ``None``: the compiler's model)
+    when ``tile`` is set and it has a band of width >= 2, and proved legal.  The tiles are the compiler's;
+    inside a tile the points keep the band's order (the compiler may scan them along a wavefront, see
+    ``tile_band``)."""
+    if schedule == "compiled":
+        return _compiled_picture(program, deps, options)
     if schedule == "original":
         return original_schedule(program, deps), ()
     if schedule not in ("pluto", "auto"):
-        raise OptionError(f"schedule must be 'pluto', 'auto' or 'original', got {schedule!r}")
+        raise OptionError(f"schedule must be one of {', '.join(map(repr, SCHEDULES))}, got {schedule!r}")
     untiled, _, _ = choose_schedule(program, deps, schedule, fuse, tile=False)
     bands = sorted((b for b in untiled.bands if b.width >= 2), key=lambda b: b.first)
     if not tile or untiled.origin == "original" or not bands:
@@ -141,6 +164,21 @@ def picture_schedule(program: Program, deps: Dependences, *, schedule: str = "pl
     if tiled.ndim != untiled.ndim + shift:
         raise AssertionError(f"tiled schedule has {tiled.ndim} dimensions, expected {untiled.ndim + shift}")
     return tiled, tuple(strips)
+
+
+def _compiled_picture(program: Program, deps: Dependences, options: Mapping[str, Any] | None
+                      ) -> tuple[Schedule, tuple[Strip, ...]]:
+    """:func:`compiled_schedule`, and when it is tiled, the same tiles with the band's own point loops (the
+    compiler may scan a tile's points along a wavefront; the tiles and their order are the same)."""
+    chosen = compiled_schedule(program, deps, options)
+    if not chosen.origin.endswith("+tiled"):
+        return chosen, ()
+    opts = get_target("cpu").check_options(options)
+    drawn, strips = picture_schedule(program, deps, schedule="pluto", fuse=opts["fuse"], tile=True,
+                                     tile_size=opts["tile_size"])
+    if not strips:
+        raise AssertionError(f"{program.name}: pt.compile tiled the schedule, the picture found no band to tile")
+    return drawn, strips
 
 
 # -- isl helpers ---------------------------------------------------------------------------------------
@@ -209,13 +247,14 @@ def _fixed_values(dom: isl.Set, st: Statement, free: Sequence[str],
 def iteration_space(program: object, *, params: Mapping[str, int] | None = None, statement: str | None = None,
                     axes: Sequence[str] | None = None, fixed: Mapping[str, int] | None = None,
                     schedule: str = "pluto", fuse: str = "smart", tile: bool = True, tile_size: int | None = 4,
-                    kinds: Sequence[str] = ("flow",)) -> SpaceData:
+                    kinds: Sequence[str] = ("flow",), options: Mapping[str, Any] | None = None) -> SpaceData:
     """The points, dependences and tiles of a 2-D slice of one statement's iteration space.
 
     ``params``: values of the parameters (missing ones are :data:`DEFAULT_PARAM`); ``statement``: which
     one (default: the first with the most iterators); ``axes``: the two iterators drawn, outer then inner
     (default: the two innermost); ``fixed``: values of the other iterators (default: the middle of their
-    range); ``kinds``: dependence kinds to draw."""
+    range); ``kinds``: dependence kinds to draw; ``schedule``, ``fuse``, ``tile``, ``tile_size`` and
+    ``options``: the schedule drawn (:func:`picture_schedule`)."""
     prog = to_program(program)
     if not prog.statements:
         raise OptionError(f"{prog.name} has no statement to draw")
@@ -251,7 +290,8 @@ def iteration_space(program: object, *, params: Mapping[str, int] | None = None,
         return (c[xi], c[yi] if yi is not None else 0)
 
     deps = compute_dependences(prog)
-    sched, strips = picture_schedule(prog, deps, schedule=schedule, fuse=fuse, tile=tile, tile_size=tile_size)
+    sched, strips = picture_schedule(prog, deps, schedule=schedule, fuse=fuse, tile=tile, tile_size=tile_size,
+                                     options=options)
     smap = _between_domain(sched.map, st.name).intersect_domain(dom)
     time = {xy(c): t for c, t in _pairs(smap)}
     points = tuple(sorted(time, key=time.__getitem__))
@@ -259,7 +299,7 @@ def iteration_space(program: object, *, params: Mapping[str, int] | None = None,
     tiles = _tiles(time, strips, sched) if strips else ()
     log.info("%s: %d points, %d arrows, %d tiles in the slice", st.name, len(points), len(arrows), len(tiles))
     return SpaceData(prog.name, st, (free[-1], free[0] if yi is not None else ""), fix, values, points, time,
-                     arrows, tiles, sched, strips, tile_size if strips else None)
+                     arrows, tiles, sched, strips, strips[0].size if strips else None, schedule == "compiled")
 
 
 def _between_domain(umap: isl.UnionMap, name: str) -> isl.Map:
