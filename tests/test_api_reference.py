@@ -62,3 +62,18 @@ def test_every_public_name_has_an_entry_in_the_reference() -> None:
     for kernel in ("polytri.cpu_codegen.kernel.CpuKernel", "polytri.codegen_triton.kernel.TritonKernel"):
         assert f"autoclass:: {kernel}" in pages
     assert "polytri-options:: polytri.frontend.torch_options.TorchOptions" in pages
+
+
+def test_the_pytorch_guide_lists_every_frontend_option_and_the_error_it_prints() -> None:
+    from polytri.frontend.torch_options import check_options
+
+    text = (ROOT / "docs" / "pytorch.md").read_text()
+    table = text[text.index("## Options"):text.index("Unknown options are an error")]
+    for f in fields(TorchOptions):
+        assert f"`{f.name}`" in table, f.name
+    try:
+        check_options({"tile_sizes": 32})
+    except pt.OptionError as exc:
+        assert f"```text\n{exc}\n```" in text
+    else:
+        raise AssertionError("an unknown option was accepted")
