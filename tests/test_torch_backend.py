@@ -337,6 +337,30 @@ def test_explain_reports_a_jit_function_before_and_after_it_ran():
     assert pt.explain(module, args[0]).kernels
 
 
+def test_explain_of_a_jit_function_reports_what_it_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pt.explain on a pt.jit function that has run reports its graph without tracing or compiling it
+    again; a call with a new shape adds that graph to the report."""
+    from polytri.frontend import torch_backend
+    compiles: list[int] = []
+    original = torch_backend._compile_graph
+    monkeypatch.setattr(torch_backend, "_compile_graph", lambda *a: compiles.append(1) or original(*a))
+
+    @pt.jit(compile_options={"target": "cpu", "cache": False}, dynamic=False)
+    def scaled_softmax(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, -1) * 2
+
+    x = torch.randn(4, 8)
+    scaled_softmax(x)
+    report = pt.explain(scaled_softmax, x)
+    assert len(compiles) == 1
+    assert len(report.graphs) == 1 and len(report.kernels) == 1 and report.kernels[0].source
+    torch.testing.assert_close(report.result, torch.softmax(x, -1) * 2)
+    y = torch.randn(5, 3)
+    report = pt.explain(scaled_softmax, y)
+    assert len(compiles) == 2 and len(report.graphs) == 2
+    torch.testing.assert_close(report.result, torch.softmax(y, -1) * 2)
+
+
 def test_a_failed_background_build_runs_the_graph_in_eager(monkeypatch: pytest.MonkeyPatch,
                                                             tmp_path: pathlib.Path) -> None:
     """The kernels of a graph are built in the background while the next one is scheduled; a build that

@@ -27,15 +27,17 @@ def jit(fn: Callable[..., Any] | None = None, *, compile_options: Mapping[str, A
         dynamic: bool | None = None) -> Any:
     """Compile a PyTorch function (or ``nn.Module``) with polytri: ``pt.jit(fn, compile_options={...})`` or
     ``@pt.jit(compile_options={'target': 'cpu'})``.  Options are checked at once (``OptionError``)."""
-    from .torch_backend import backend_for
+    from .torch_backend import PolytriBackend, check_options
 
-    backend = backend_for(compile_options)
+    check_options(compile_options)
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         import torch
+        backend = PolytriBackend(compile_options, keep_reports=True)  # its own: pt.explain reads its reports
         compiled = torch.compile(f, backend=backend, dynamic=dynamic)
         out = compiled if isinstance(f, torch.nn.Module) else functools.wraps(f)(compiled)
-        out.__dict__[JIT_OPTIONS] = dict(compile_options or {})  # for pt.explain
+        out.__dict__[JIT_OPTIONS] = dict(compile_options or {})
+        out.__dict__[JIT_BACKEND] = backend
         return out
     return wrap(fn) if fn is not None else wrap
 
@@ -43,14 +45,24 @@ def jit(fn: Callable[..., Any] | None = None, *, compile_options: Mapping[str, A
 JIT_OPTIONS = "_polytri_compile_options"
 """The attribute of a ``pt.jit`` function or module that keeps its ``compile_options``."""
 
+JIT_BACKEND = "_polytri_backend"
+"""The attribute of a ``pt.jit`` function or module that keeps its backend (and the reports of its graphs)."""
+
 
 def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, Any] | None = None,
             **kwargs: Any) -> Any:
     """Compile ``fn`` on ``args`` and report its kernels (name, target, source), the ATen ops that ran in
-    eager (``.fallback_ops``) and the fusion groups; ``str()`` is a readable summary.  ``fn`` may be a
-    ``pt.jit`` or ``torch.compile`` function or module, called before or not: the report compiles the
-    function under it afresh, with ``compile_options`` or else the ``pt.jit`` wrapper's own."""
+    eager (``.fallback_ops``) and the fusion groups; ``str()`` is a readable summary.
+
+    For a ``pt.jit`` function or module (without other ``compile_options``), the report covers the graphs
+    it has compiled, this call's included: what it compiled before is reported, not traced again.  Any
+    other function, a ``torch.compile`` one included, is compiled afresh for the report, with
+    ``compile_options`` or else its ``pt.jit`` wrapper's own."""
     from .torch_explain import explain as _explain
+    from .torch_explain import explain_jit
+    backend = getattr(fn, JIT_BACKEND, None)
+    if compile_options is None and backend is not None:
+        return explain_jit(fn, backend, *args, **kwargs)
     if compile_options is None:
         compile_options = getattr(fn, JIT_OPTIONS, None)
     return _explain(fn, *args, compile_options=compile_options, **kwargs)

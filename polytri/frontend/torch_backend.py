@@ -8,11 +8,12 @@ warning: results are always those of eager.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -37,14 +38,33 @@ _LOCK = threading.Lock()
 class GraphReport:
     """What happened to one ATen graph (collected by :func:`polytri.explain`)."""
 
-    def __init__(self, kernels: list[KernelInfo], fallback_ops: list[str], fusion_groups: list[list[str]],
-                 error: str | None = None, declined: dict[str, str] | None = None):
-        self.kernels = kernels
+    def __init__(self, kernels: list[KernelInfo] | Callable[[], list[KernelInfo]], fallback_ops: list[str],
+                 fusion_groups: list[list[str]], error: str | None = None, declined: dict[str, str] | None = None):
+        self._kernels = kernels
         self.fallback_ops = fallback_ops
         self.fusion_groups = fusion_groups
         self.error = error
         """Why the whole graph runs in eager (``None`` when it was compiled)."""
         self.declined = dict(declined or {})
+
+    @property
+    def kernels(self) -> list[KernelInfo]:
+        """The graph's kernels (their memory traffic is estimated when first asked for)."""
+        if callable(self._kernels):
+            self._kernels = self._kernels()
+        return self._kernels
+
+
+@contextlib.contextmanager
+def recording(records: list[GraphReport]) -> Iterator[list[GraphReport]]:
+    """Append the report of every graph compiled (or taken from the cache) meanwhile to ``records``."""
+    with _LOCK:
+        _RECORDERS.append(records)
+    try:
+        yield records
+    finally:
+        with _LOCK:
+            _RECORDERS.remove(records)
 
 
 def decompositions() -> dict[Any, Callable[..., Any]]:
@@ -111,16 +131,27 @@ def _report(compiled: CompiledGraph) -> None:
         if not _RECORDERS:  # no pt.explain running: the report (and its traffic estimates) is not built
             return
     groups = [g for s in compiled.plan.segments for g in s.groups]
-    _record(GraphReport(compiled.kernels, ops, groups, declined=compiled.plan.declined))
+    _record(GraphReport(lambda: compiled.kernels, ops, groups, declined=compiled.plan.declined))
 
 
 class PolytriBackend:
-    """A ``torch.compile`` backend object (created once per option set, so Dynamo does not recompile)."""
+    """A ``torch.compile`` backend object (created once per option set, so Dynamo does not recompile; or
+    once per ``pt.jit`` function, which keeps the reports of the graphs it compiled for ``pt.explain``)."""
 
-    def __init__(self, options: Mapping[str, Any] | None = None):
+    def __init__(self, options: Mapping[str, Any] | None = None, *, keep_reports: bool = False):
         self.options = check_options(options)
+        self.options_given = dict(options or {})
+        """The options as given (``options`` is their checked form)."""
+        self.reports: list[GraphReport] | None = [] if keep_reports else None
+        """The reports of the graphs compiled so far (when kept)."""
 
     def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        if self.reports is None:
+            return self._compile(gm, example_inputs)
+        with recording(self.reports):
+            return self._compile(gm, example_inputs)
+
+    def _compile(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         from torch._functorch.aot_autograd import aot_module_simplified
 
         try:
@@ -143,7 +174,9 @@ class PolytriBackend:
         return make_boxed_func(compile_graph(gm, example_inputs, self.options))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, PolytriBackend) and self.options == other.options
+        if self.reports is not None or not isinstance(other, PolytriBackend) or other.reports is not None:
+            return self is other  # one that keeps reports is its function's own
+        return self.options == other.options
 
     def __hash__(self) -> int:
         return hash(self.options)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .torch_backend import _LOCK, _RECORDERS, GraphReport, PolytriBackend
+from .torch_backend import GraphReport, PolytriBackend, recording
 from .torch_runtime import KernelInfo
 
 
@@ -100,15 +100,26 @@ def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, An
     """Compile ``fn`` for ``args`` with polytri (a fresh compilation) and report what happened."""
     import torch
 
-    records: list[GraphReport] = []
-    with _LOCK:
-        _RECORDERS.append(records)
-    try:
+    with recording([]) as records:
         compiled = torch.compile(_fresh_frame(unwrap_compiled(fn)), backend=PolytriBackend(compile_options))
         result = compiled(*args, **kwargs)
-    finally:
-        with _LOCK:
-            _RECORDERS.remove(records)
+    return report_of(records, result)
+
+
+def explain_jit(fn: Callable[..., Any], backend: PolytriBackend, *args: Any, **kwargs: Any) -> ExplainReport:
+    """The report of a ``pt.jit`` function whose ``backend`` keeps the reports of its graphs: it runs on
+    ``args`` (compiling only what it has not compiled yet) and reports every graph it compiled.  If it ran
+    graphs compiled by another backend (Dynamo shares compiled frames of equal code), it is compiled
+    afresh instead."""
+    assert backend.reports is not None
+    result = fn(*args, **kwargs)
+    if not backend.reports:
+        return explain(fn, *args, compile_options=backend.options_given, **kwargs)
+    return report_of(list(backend.reports), result)
+
+
+def report_of(records: list[GraphReport], result: Any) -> ExplainReport:
+    """One report over the graphs of ``records``."""
     report = ExplainReport(graphs=records, result=result)
     for g in records:
         report.kernels += g.kernels
