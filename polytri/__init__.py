@@ -24,7 +24,7 @@ from .errors import (
     TypeCheckError,
     UnsupportedError,
 )
-from .frontend import Kernel, bf16, bool_, f16, f32, f64, i8, i32, i64, kernel
+from .frontend import Kernel, bf16, bool_, f16, f32, f64, i8, i32, i64, kernel, u8
 from .frontend.jit import explain, jit
 from .ir.builder import ProgramBuilder as Program
 from .reference import reference
@@ -46,5 +46,5 @@ __all__ = [
     "OptionError", "ParameterBoundsError", "ParseError", "PolytriError", "Program", "ProgramError",
     "TypeCheckError", "UnsupportedError",
     "compile", "dependences", "dtypes", "explain", "export", "jit", "load", "reference",
-    "Kernel", "kernel", "f64", "f32", "f16", "bf16", "i8", "i32", "i64", "bool_",
+    "Kernel", "kernel", "f64", "f32", "f16", "bf16", "i8", "u8", "i32", "i64", "bool_",
 ]

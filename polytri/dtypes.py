@@ -8,7 +8,9 @@ The rules follow numpy's NEP 50, which is also what PyTorch does for tensors and
   a weak float meeting a strong integer or bool gives ``float64``; a weak int meeting a bool gives
   ``int64``.  Two weak operands give ``int64`` or ``float64``.
 * Two strong operands of different kinds give the higher kind's type; of the same kind the wider type;
-  ``float16`` with ``bfloat16`` gives ``float32`` (neither holds the other).
+  ``float16`` with ``bfloat16`` gives ``float32`` (neither holds the other), and ``int8`` with ``uint8``
+  gives ``int32`` (PyTorch and numpy give ``int16``, which polytri lacks; ``int32`` holds the same values).
+* ``uint8`` is the one unsigned type: arithmetic on it wraps modulo 256, as the conversions to it do.
 * Arithmetic on two bools (``+ - * // % **``) is done in ``int64``, as in Python.
 * ``/`` of integers or bools is ``float64``; ``exp log sqrt tanh sigmoid erf`` of integers or bools
   are ``float64``; comparisons are ``bool``.
@@ -55,6 +57,7 @@ class DType:
 
 BOOL = DType("bool", "b", 8, "bool", "bool")
 INT8 = DType("int8", "i", 8, "int8_t", "int8_t")
+UINT8 = DType("uint8", "i", 8, "uint8_t", "uint8_t")
 INT32 = DType("int32", "i", 32, "int32_t", "int32_t")
 INT64 = DType("int64", "i", 64, "int64_t", "int64_t")
 FLOAT16 = DType("float16", "f", 16, "_Float16", "float")
@@ -62,8 +65,8 @@ BFLOAT16 = DType("bfloat16", "f", 16, "uint16_t", "float")
 FLOAT32 = DType("float32", "f", 32, "float", "float")
 FLOAT64 = DType("float64", "f", 64, "double", "double")
 
-ALL: dict[str, DType] = {d.name: d for d in (BOOL, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64)}
-ALIASES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i8": "int8",
+ALL: dict[str, DType] = {d.name: d for d in (BOOL, INT8, UINT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64)}
+ALIASES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i8": "int8", "u8": "uint8",
            "i32": "int32", "i64": "int64", "half": "float16", "float": "float32", "double": "float64"}
 
 
@@ -121,6 +124,8 @@ def promote(a: VType, b: VType) -> VType:
         return VType(x if x.rank > y.rank else y)
     if {x, y} == {FLOAT16, BFLOAT16}:
         return VType(FLOAT32)
+    if {x, y} == {INT8, UINT8}:
+        return VType(INT32)
     return VType(x if x.bits > y.bits else y)
 
 

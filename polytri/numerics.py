@@ -35,6 +35,7 @@ def _to_int(nptype: type) -> Callable[[Any], Any]:
 CASTS: dict[str, Callable[[Any], Any]] = {
     "bool": lambda x: np.bool_(x),
     "int8": _to_int(np.int8),
+    "uint8": _to_int(np.uint8),
     "int32": _to_int(np.int32),
     "int64": _to_int(np.int64),
     "float16": _round_f16,

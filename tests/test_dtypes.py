@@ -21,6 +21,7 @@ from polytri.dtypes import (
     INT8,
     INT32,
     INT64,
+    UINT8,
     VType,
     arith,
     floating,
@@ -35,7 +36,7 @@ def W(d):  # noqa: E302  weak
     return VType(d, True)
 
 
-ALL = [BOOL, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64]
+ALL = [BOOL, INT8, UINT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64]
 
 
 # -- the rules ---------------------------------------------------------------------------------------
@@ -71,6 +72,12 @@ ALL = [BOOL, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64]
     (S(FLOAT32), S(FLOAT64), S(FLOAT64)),
     (S(FLOAT16), S(BFLOAT16), S(FLOAT32)),
     (S(BOOL), S(BOOL), S(BOOL)),
+    # uint8: a weak int takes its type; with int8, int32 holds both (no int16 in polytri)
+    (W(INT64), S(UINT8), S(UINT8)),
+    (S(UINT8), S(INT8), S(INT32)),
+    (S(UINT8), S(INT32), S(INT32)),
+    (S(BOOL), S(UINT8), S(UINT8)),
+    (S(UINT8), S(FLOAT32), S(FLOAT32)),
 ])
 def test_promote_table(a: VType, b: VType, want: VType) -> None:
     assert promote(a, b) == want
@@ -131,12 +138,13 @@ def test_dtype_lookup_and_storage() -> None:
         dtypes.dtype("complex64")
     assert dtypes.numpy_dtype(BFLOAT16) == np.uint16
     assert dtypes.numpy_dtype(FLOAT16) == np.float16
-    assert [d.itemsize for d in ALL] == [1, 1, 4, 8, 2, 2, 4, 8]
+    assert [d.itemsize for d in ALL] == [1, 1, 1, 4, 8, 2, 2, 4, 8]
     assert dtypes.of_array(np.zeros(2, np.int8)) is INT8
     assert dtypes.of_array(torch.zeros(2, dtype=torch.bfloat16)) is BFLOAT16
     assert dtypes.of_array(torch.zeros(2, dtype=torch.bool)) is BOOL
-    with pytest.raises(pt.TypeCheckError, match="uint8"):
-        dtypes.of_array(np.zeros(2, np.uint8))
+    assert dtypes.of_array(np.zeros(2, np.uint8)) is UINT8
+    with pytest.raises(pt.TypeCheckError, match="uint16"):
+        dtypes.of_array(np.zeros(2, np.uint16))
 
 
 ARRAY_TYPES = {"i8": INT8, "i32": INT32, "b": BOOL, "h": FLOAT16, "bh": BFLOAT16, "f": FLOAT32, "d": FLOAT64,
@@ -303,6 +311,29 @@ def test_int8_wraps_around() -> None:
     expect = ((ai * bi + ai * 3 - 7 + np.arange(len(a)) * 50 + 128) % 256 - 128).astype(np.int8)
     np.testing.assert_array_equal(ref["C"], expect)
     assert (ai * bi + ai * 3).max() > 127  # the test does overflow
+
+
+@pytest.mark.cc
+def test_uint8_wraps_around_and_widens() -> None:
+    """uint8 arithmetic wraps modulo 256; mixed with int8 it computes in int32; on both paths."""
+    p = pt.Program("u8wrap", params=["N"])
+    p.array("A", ("N",), "uint8")
+    p.array("B", ("N",), "int8")
+    p.array("C", ("N",), "uint8")
+    p.array("D", ("N",), "int32")
+    p.array("E", ("N",), "float32")
+    with p.loop("i", 0, "N"):
+        p.assign("C[i] = A[i] * 3 + 7 - i")
+        p.assign("D[i] = A[i] * B[i] - A[i]")
+        p.assign("E[i] = (A[i] - 122) * 0.5")
+    a = np.arange(0, 256, 4, dtype=np.uint8)
+    b = np.arange(-128, 128, 4, dtype=np.int8)
+    args = {"A": a, "B": b, "C": np.zeros_like(a), "D": np.zeros(len(a), np.int32), "E": np.zeros(len(a), np.float32)}
+    ref = assert_agree(p, args, exact=True)
+    ai, bi = a.astype(np.int64), b.astype(np.int64)
+    np.testing.assert_array_equal(ref["C"], ((ai * 3 + 7 - np.arange(len(a))) % 256).astype(np.uint8))
+    np.testing.assert_array_equal(ref["D"], (ai * bi - ai).astype(np.int32))
+    np.testing.assert_array_equal(ref["E"], (((ai - 122) % 256) * 0.5).astype(np.float32))
 
 
 @pytest.mark.cc

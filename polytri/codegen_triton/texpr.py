@@ -20,10 +20,10 @@ from ..ir.affine import const_value
 from ..ir.expr import COMPARE_OPS, Access, Binary, Call, Cast, Const, Expr, Unary, Var
 from ..ir.types import Typer
 
-TL_TYPES = {"bool": "tl.int1", "int8": "tl.int8", "int32": "tl.int32", "int64": "tl.int64",
+TL_TYPES = {"bool": "tl.int1", "int8": "tl.int8", "uint8": "tl.uint8", "int32": "tl.int32", "int64": "tl.int64",
             "float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64"}
 #: Triton's names of pointer element types in kernel signatures (ahead-of-time compilation).
-SIGNATURE_TYPES = {"bool": "i1", "int8": "i8", "int32": "i32", "int64": "i64", "float16": "fp16",
+SIGNATURE_TYPES = {"bool": "i1", "int8": "i8", "uint8": "u8", "int32": "i32", "int64": "i64", "float16": "fp16",
                    "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
 
 #: Names the generated code binds: ``pt_<user name>`` for arrays, scalars and parameters, ``pt__<x>``

@@ -24,7 +24,7 @@ _C_OP = {"and": "&&", "or": "||"}
 #: Identifiers the C printer emits itself (types, macros, functions of the headers it includes).  The
 #: builder already rejects most of them as names; :func:`cname` renames any that gets through.
 EMITTED_NAMES = frozenset({
-    "bool", "true", "false", "float", "double", "int", "_Float16", "int8_t", "int32_t", "int64_t", "uint16_t",
+    "bool", "true", "false", "float", "double", "int", "_Float16", "int8_t", "uint8_t", "int32_t", "int64_t", "uint16_t",
     "uint32_t", "INT64_C", "INFINITY", "NAN", "omp_get_max_threads", "memcpy", "isnan", "fabs", "fabsf", "floor",
     "floorf", "ceil", "ceilf", "exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "erf", "erff",
     "fmod", "fmodf", "copysign", "copysignf", "restrict", "const", "void", "static", "inline",

@@ -22,7 +22,7 @@ from ..schedule.schedule import Schedule
 
 log = logging.getLogger("polytri.cpu")
 
-_SCALAR_CTYPES = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+_SCALAR_CTYPES = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
                   "float16": ctypes.c_float, "bfloat16": ctypes.c_float, "float32": ctypes.c_float,
                   "float64": ctypes.c_double}
 

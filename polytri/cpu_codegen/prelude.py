@@ -115,10 +115,10 @@ PT_HELPER {t} pt__powi_{name}({t} x, int64_t n) {{
 def prelude() -> str:
     """All helpers, as C text."""
     parts = [HEADER]
-    for t in ("bool", "int8_t", "int32_t", "int64_t", "float", "double"):
+    for t in ("bool", "int8_t", "uint8_t", "int32_t", "int64_t", "float", "double"):
         parts.append(_MINMAX.format(t=t, n=t))
     rounding = {"float16": "pt__round_f16", "bfloat16": "pt__round_bf16"}
-    for name, t in (("int8", "int8_t"), ("int32", "int32_t"), ("int64", "int64_t"), ("float16", "float"),
+    for name, t in (("int8", "int8_t"), ("uint8", "uint8_t"), ("int32", "int32_t"), ("int64", "int64_t"), ("float16", "float"),
                     ("bfloat16", "float"), ("float32", "float"), ("float64", "double")):
         rnd = rounding.get(name, f"({t})")
         parts.append(_POWI.format(t=t, name=name, rnd=rnd))

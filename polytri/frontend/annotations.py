@@ -75,15 +75,16 @@ class ArrayType:
 
 
 _SHORT = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16", "int8": "i8",
-          "int32": "i32", "int64": "i64", "bool": "bool_"}
+          "uint8": "u8", "int32": "i32", "int64": "i64", "bool": "bool_"}
 
 f64 = ArrayType("float64")
 f32 = ArrayType("float32")
 f16 = ArrayType("float16")
 bf16 = ArrayType("bfloat16")
 i8 = ArrayType("int8")
+u8 = ArrayType("uint8")
 i32 = ArrayType("int32")
 i64 = ArrayType("int64")
 bool_ = ArrayType("bool")
 
-__all__ = ["ArraySpec", "ArrayType", "bf16", "bool_", "f16", "f32", "f64", "i8", "i32", "i64"]
+__all__ = ["ArraySpec", "ArrayType", "bf16", "bool_", "f16", "f32", "f64", "i8", "i32", "i64", "u8"]

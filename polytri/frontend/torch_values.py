@@ -19,7 +19,7 @@ from ..errors import UnsupportedError
 #: torch dtypes polytri has, by polytri name.
 PT_DTYPES: dict[torch.dtype, str] = {
     torch.float32: "float32", torch.float64: "float64", torch.float16: "float16", torch.bfloat16: "bfloat16",
-    torch.int8: "int8", torch.int32: "int32", torch.int64: "int64", torch.bool: "bool",
+    torch.int8: "int8", torch.uint8: "uint8", torch.int32: "int32", torch.int64: "int64", torch.bool: "bool",
 }
 
 Index = tuple[str, ...]
