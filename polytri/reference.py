@@ -175,9 +175,9 @@ class _PyPrinter:
             return f"_sigmoid(np.{compute}({x}), {self.rnd(d)})"
         if f == "erf":
             return f"_erf({x}, {self.rnd(d)})"
-        if f in ("floor", "ceil", "abs") and d.kind != "f":
+        if f in ("floor", "ceil", "round", "abs") and d.kind != "f":
             return f"_to_{d.name}(abs({x}))" if f == "abs" else x
-        np_name = {"abs": "abs", "floor": "floor", "ceil": "ceil", "exp": "exp", "log": "log", "sqrt": "sqrt",
+        np_name = {"abs": "abs", "floor": "floor", "ceil": "ceil", "round": "rint", "exp": "exp", "log": "log", "sqrt": "sqrt",
                    "tanh": "tanh"}[f]
         return f"{self.rnd(d)}(np.{np_name}(np.{compute}({x})))"
 

@@ -466,7 +466,7 @@ def test_weak_float_power_matches_reference_exactly() -> None:
 
 FUNCS = ["exp(A[i] * 0.5)", "log(abs(A[i]) + 0.5)", "sqrt(abs(A[i]))", "abs(A[i])", "min(A[i], B[i])",
          "max(A[i], B[i])", "tanh(A[i])", "sigmoid(A[i])", "erf(A[i])", "floor(A[i])", "ceil(A[i])",
-         "where(A[i] < B[i], A[i], B[i] * 2.0)"]
+         "where(A[i] < B[i], A[i], B[i] * 2.0)", "round(A[i])"]
 
 
 @pytest.mark.cc
@@ -486,18 +486,18 @@ def test_functions_agree(dt: str, tol: float) -> None:
     erf = np.vectorize(math.erf)
     expect = [np.exp(af * 0.5), np.log(np.abs(af) + 0.5), np.sqrt(np.abs(af)), np.abs(af), np.minimum(af, bf),
               np.maximum(af, bf), np.tanh(af), 1 / (1 + np.exp(-af)), erf(af), np.floor(af), np.ceil(af),
-              np.where(af < bf, af, bf * 2)]
+              np.where(af < bf, af, bf * 2), np.rint(af)]
     for k, e in enumerate(expect):
         np.testing.assert_allclose(ref["C"][:, k].astype(np.float64), e, rtol=10 * tol, atol=10 * tol,
                                    err_msg=FUNCS[k])
 
 
 INT_FUNCS = ["abs(A[i])", "min(A[i], B[i])", "max(A[i], B[i])", "floor(A[i])", "ceil(A[i])",
-             "where(A[i] < B[i], A[i], B[i])", "abs(A[i] - 100)"]
+             "where(A[i] < B[i], A[i], B[i])", "abs(A[i] - 100)", "round(A[i])"]
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize("dt", ["int8", "int32", "int64"])
+@pytest.mark.parametrize("dt", ["int8", "uint8", "int32", "int64"])
 def test_integer_functions_agree(dt: str) -> None:
     p = pt.Program(f"ifuncs_{dt}", params=["N"])
     p.array("A", ("N",), dt)
@@ -507,8 +507,8 @@ def test_integer_functions_agree(dt: str) -> None:
         for k, f in enumerate(INT_FUNCS):
             p.assign(f"C[i, {k}] = {f}")
     info = np.iinfo(dt)
-    a = np.array([info.min, info.min + 1, -5, -1, 0, 1, 7, info.max], dt)
-    b = np.array([0, -3, 3, info.max, info.min, 2, -7, 1], dt)
+    a = np.array([info.min, info.min + 1, -5, -1, 0, 1, 7, info.max], np.int64).astype(dt)  # uint8: wrapped
+    b = np.array([0, -3, 3, info.max, info.min, 2, -7, 1], np.int64).astype(dt)
     ref = assert_agree(p, {"A": a, "B": b, "C": np.zeros((len(a), len(INT_FUNCS)), dt)}, exact=True)
     np.testing.assert_array_equal(ref["C"][:, 1], np.minimum(a, b))
     np.testing.assert_array_equal(ref["C"][:, 2], np.maximum(a, b))

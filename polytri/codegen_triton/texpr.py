@@ -212,7 +212,7 @@ class TritonExprPrinter:
         x = self.conv(e.args[0], wide)
         body = {"exp": "tl.exp({})", "log": "tl.log({})", "sqrt": "tl.sqrt_rn({})" if wide.bits == 32 else "tl.sqrt({})", "floor": "tl.floor({})",
                 "ceil": "tl.ceil({})", "erf": "tl.erf({})", "sigmoid": "pt__sigmoid({})",
-                "tanh": "pt__tanh({})"}[f].format(x)
+                "tanh": "pt__tanh({})", "round": "pt__rint({})"}[f].format(x)
         return body if wide is d else self.cast(body, wide, d)
 
 
@@ -241,6 +241,14 @@ def pt__mod(a, b):
 
 def pt__sigmoid(x):
     return 1.0 / (1.0 + tl.exp(-x))
+
+
+def pt__rint(x):
+    """Round to the nearest integer, ties to even: adding and subtracting 2**23 (float32) or 2**52
+    (float64) with the sign of x rounds in the current mode; larger values are integers already."""
+    big = 8388608.0 if x.dtype == tl.float32 else 4503599627370496.0
+    c = tl.where(x < 0, -big, big).to(x.dtype)
+    return tl.where(tl.abs(x) < big, (x + c) - c, x)
 
 
 def pt__tanh(x):

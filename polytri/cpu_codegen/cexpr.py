@@ -25,7 +25,7 @@ _C_OP = {"and": "&&", "or": "||"}
 #: builder already rejects most of them as names; :func:`cname` renames any that gets through.
 EMITTED_NAMES = frozenset({
     "bool", "true", "false", "float", "double", "int", "_Float16", "int8_t", "uint8_t", "int32_t", "int64_t", "uint16_t",
-    "uint32_t", "INT64_C", "INFINITY", "NAN", "omp_get_max_threads", "memcpy", "isnan", "fabs", "fabsf", "floor",
+    "uint32_t", "INT64_C", "INFINITY", "NAN", "omp_get_max_threads", "memcpy", "isnan", "fabs", "fabsf", "nearbyint", "nearbyintf", "floor",
     "floorf", "ceil", "ceilf", "exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "erf", "erff",
     "fmod", "fmodf", "copysign", "copysignf", "restrict", "const", "void", "static", "inline",
     "aligned_alloc", "free", "NULL", "omp_get_num_threads", "omp_get_thread_num", "sizeof",
@@ -232,7 +232,7 @@ class CExprPrinter:
         suffix = "f" if d.c_compute == "float" else ""
         if f == "sigmoid":
             return self.rnd(d, call(f"pt__sigmoid_{'f32' if suffix else 'f64'}", x))
-        name = {"abs": "fabs", "floor": "floor", "ceil": "ceil", "exp": "exp", "log": "log", "sqrt": "sqrt",
+        name = {"abs": "fabs", "floor": "floor", "ceil": "ceil", "round": "nearbyint", "exp": "exp", "log": "log", "sqrt": "sqrt",
                 "tanh": "tanh", "erf": "erf"}[f]
         return self.rnd(d, call(name + suffix, x))
 

@@ -178,6 +178,7 @@ for _name, _fn, _flt in [
     ("aten.silu.default", lambda a: f"({a} * sigmoid({a}))", True),
     ("aten.floor.default", lambda a: f"floor({a})", True),
     ("aten.ceil.default", lambda a: f"ceil({a})", True),
+    ("aten.round.default", lambda a: f"round({a})", True),
 ]:
     register(_name, kind="pointwise")(_unary(_fn, float_only=_flt))
 

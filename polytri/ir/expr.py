@@ -18,7 +18,7 @@ BINARY_OPS = ARITH_OPS + COMPARE_OPS
 #: Functions of the expression language and their arity.
 FUNCTIONS: dict[str, int] = {
     "exp": 1, "log": 1, "sqrt": 1, "abs": 1, "tanh": 1, "sigmoid": 1, "erf": 1, "floor": 1, "ceil": 1,
-    "min": 2, "max": 2, "where": 3,
+    "round": 1, "min": 2, "max": 2, "where": 3,
 }
 
 VarKind = Literal["iter", "param", "scalar"]

@@ -106,7 +106,7 @@ class Typer:
         f = e.func
         if f in ("exp", "log", "sqrt", "tanh", "sigmoid", "erf"):
             return dtypes.floating(ts[0])
-        if f in ("floor", "ceil"):
+        if f in ("floor", "ceil", "round"):
             return ts[0] if ts[0].dtype is not BOOL else VType(INT64, ts[0].weak)
         if f == "abs":
             return ts[0] if ts[0].dtype is not BOOL else VType(INT64, ts[0].weak)
