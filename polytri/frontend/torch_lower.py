@@ -104,8 +104,8 @@ def is_lowerable(node: fx.Node) -> bool:
     return all(isinstance(t, torch.Tensor) or t is None for t in outs)
 
 
-_SUPPORTED = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int32, torch.int64,
-              torch.bool}
+_SUPPORTED = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
+              torch.int64, torch.bool}
 
 
 @dataclass

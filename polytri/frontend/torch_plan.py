@@ -18,7 +18,14 @@ import torch.fx as fx
 
 from ..errors import PolytriError
 from ..ir.builder import ProgramBuilder
-from . import torch_ops_linalg, torch_ops_nn, torch_ops_pointwise, torch_ops_reduce, torch_ops_view  # noqa: F401 (handlers)
+from . import (  # noqa: F401 (handlers)
+    torch_ops_linalg,
+    torch_ops_nn,
+    torch_ops_pointwise,
+    torch_ops_quant,
+    torch_ops_reduce,
+    torch_ops_view,
+)
 from .torch_lower import Segment, SegmentLowering, is_lowerable, is_view, node_users, op_name
 from .torch_options import TorchOptions
 from .torch_symbolic import symbol_of

@@ -1,0 +1,88 @@
+"""Quantized graphs: the quantize/dequantize ops of PyTorch 2 export quantization lower to polytri's kernels
+and equal the ops' own results; a PT2E-quantized model (when torchao is installed) runs with no op in
+eager and equals the quantized model run in eager."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401 (registers the quantized_decomposed ops)
+
+import polytri as pt
+
+pytestmark = pytest.mark.cc
+
+qd = torch.ops.quantized_decomposed
+
+
+def _check(fn: Any, *args: torch.Tensor) -> pt.frontend.torch_explain.ExplainReport:
+    report = pt.explain(fn, *args, compile_options={"target": "cpu"})
+    assert report.fallback_ops == [], str(report)
+    expected = fn(*args)
+    assert report.result.dtype == expected.dtype
+    torch.testing.assert_close(report.result, expected, rtol=0, atol=0)
+    return report
+
+
+@pytest.mark.parametrize(("dtype", "qmin", "qmax", "zp"), [(torch.uint8, 0, 255, 122), (torch.int8, -128, 127, -3)])
+def test_quantize_per_tensor_rounds_and_clamps_as_the_op(dtype: torch.dtype, qmin: int, qmax: int, zp: int) -> None:
+    scale = 0.0371
+    x = torch.randn(6, 40) * 3
+    x[0, :8] = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, 100.0, -100.0, 0.0]) * scale  # ties and the clamps
+    _check(lambda t: qd.quantize_per_tensor.default(t * 1, scale, zp, qmin, qmax, dtype), x)
+
+
+def test_dequantize_per_tensor_and_channel_as_the_ops() -> None:
+    q = torch.randint(0, 256, (4, 6, 5), dtype=torch.uint8)
+    w = torch.randint(-128, 128, (6, 5), dtype=torch.int8)
+    scales = torch.rand(6) * 0.1 + 0.01
+    zps = torch.randint(-3, 4, (6,))
+
+    def f(q: torch.Tensor, w: torch.Tensor, scales: torch.Tensor, zps: torch.Tensor) -> torch.Tensor:
+        x = qd.dequantize_per_tensor.default(q, 0.023, 131, 0, 255, torch.uint8)
+        return x + qd.dequantize_per_channel.default(w, scales, zps, 0, -128, 127, torch.int8)
+    _check(f, q, w, scales, zps)
+
+
+def test_quantize_per_channel_as_the_op() -> None:
+    x = torch.randn(5, 7) * 4
+    scales = torch.rand(7) * 0.05 + 0.01
+    zps = torch.randint(-5, 5, (7,))
+    _check(lambda t, s, z: qd.quantize_per_channel.default(t * 1, s, z, 1, -128, 127, torch.int8), x, scales, zps)
+
+
+def _quantized(model: torch.nn.Module, x: torch.Tensor) -> torch.nn.Module:
+    """``model`` through PT2E post-training quantization with the X86 Inductor quantizer."""
+    pytest.importorskip("torchao")
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as xiq
+    quantizer = xiq.X86InductorQuantizer()
+    quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())
+    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
+    prepared(x)
+    return convert_pt2e(prepared)
+
+
+class SmallCNN(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.head = torch.nn.Linear(8 * 8 * 8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.bn(self.conv(x))).flatten(1))
+
+
+def test_a_quantized_cnn_runs_in_polytri() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 8)
+    model = _quantized(SmallCNN().eval(), x)
+    with torch.no_grad():
+        expected = model(x)
+        report = pt.explain(model, x, compile_options={"target": "cpu"})
+    assert report.fallback_ops == [], str(report)
+    step = 0.05 * expected.abs().max()  # far below the output's quantization step
+    torch.testing.assert_close(report.result, expected, rtol=0, atol=float(step))
