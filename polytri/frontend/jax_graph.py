@@ -90,9 +90,12 @@ class GraphBuilder:
             node = self._made.pop()
             self.graph.erase_node(node)
 
-    def module(self, outputs: Sequence[fx.Node]) -> fx.GraphModule:
-        """The graph module returning ``outputs`` (a tuple)."""
+    def module(self, outputs: Sequence[fx.Node], keep: Callable[[fx.Node], bool]) -> fx.GraphModule:
+        """The graph module returning ``outputs`` (a tuple), without the calls whose values nothing reads,
+        except those ``keep`` names (they may have effects)."""
         self.graph.output(tuple(outputs))
+        # values nothing reads (a loss next to its gradient) are not computed; calls through JAX stay
+        self.graph.eliminate_dead_code(is_impure_node=lambda n: n.op != "call_function" or keep(n))
         gm = fx.GraphModule(self.root, self.graph)
         gm.graph.lint()
         return gm

@@ -53,7 +53,8 @@ def translate(closed: Any) -> Translation:
     _bind_consts(b, env, jaxpr.constvars, closed.consts)
     _run(b, jaxpr, env, fallbacks)
     outs = [_output(b, _read(env, v), v.aval) for v in jaxpr.outvars]
-    return Translation(b.module(outs), tuple(dict.fromkeys(fallbacks)))
+    module = b.module(outs, keep=lambda n: isinstance(n.target, PrimitiveCall))
+    return Translation(module, tuple(dict.fromkeys(fallbacks)))
 
 
 def _shape(aval: Any) -> tuple[int, ...]:
