@@ -28,9 +28,10 @@ from .frontend import Kernel, bf16, bool_, f16, f32, f64, i8, i32, i64, kernel, 
 from .frontend.jit import explain, jit
 from .ir.builder import ProgramBuilder as Program
 from .reference import reference
+from .runtime.identity import VERSION as _VERSION
 from .schedule.dependences import Dependences, dependences
 
-__version__ = "0.1.0"
+__version__ = _VERSION
 
 if _os.environ.get("POLYTRI_LOG"):  # the named loggers, for Python users as for the command line
     import warnings as _warnings

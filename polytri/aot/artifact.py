@@ -24,6 +24,7 @@ from typing import Any
 
 from ..cpu_codegen.blocking import cpu_flags
 from ..errors import ArtifactError
+from ..runtime.identity import VERSION, code_version
 
 MANIFEST = "manifest.json"
 
@@ -69,9 +70,7 @@ class Manifest:
 def new_manifest(kind: str, options: dict[str, Any], kernels: list[dict[str, str]],
                  inputs: list[dict[str, Any]]) -> Manifest:
     """The manifest of an artifact made here, now, for the cpu (its files' digests are added last)."""
-    from .. import __version__
-    from ..frontend.torch_cache import code_version
-    return Manifest(kind=kind, target="cpu", options=options, polytri_version=__version__,
+    return Manifest(kind=kind, target="cpu", options=options, polytri_version=VERSION,
                     code_version=code_version(), isa=isa_flags(), files={}, kernels=kernels, inputs=inputs)
 
 
@@ -144,11 +143,9 @@ def read_manifest(path: Path) -> Manifest:
 
 
 def _check_compatible(path: Path, manifest: Manifest) -> None:
-    from .. import __version__
-    from ..frontend.torch_cache import code_version
-    if manifest.polytri_version != __version__ or manifest.code_version != code_version():
+    if manifest.polytri_version != VERSION or manifest.code_version != code_version():
         raise ArtifactError(f"{path} was exported by polytri {manifest.polytri_version} (sources "
-                            f"{manifest.code_version[:12]}); this is polytri {__version__} (sources "
+                            f"{manifest.code_version[:12]}); this is polytri {VERSION} (sources "
                             f"{code_version()[:12]}): export it again with this version")
     if manifest.target != "cpu":
         raise ArtifactError(f"{path} was exported for target {manifest.target!r}; only cpu artifacts load")

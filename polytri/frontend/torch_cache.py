@@ -22,22 +22,12 @@ from ..cpu_codegen.kernel import CpuKernel
 from ..cpu_codegen.kernel_parts import FORMAT as PARTS_FORMAT
 from ..cpu_codegen.kernel_parts import kernel_from_parts, kernel_parts
 from ..ir.builder import ProgramBuilder
+from ..runtime.identity import code_version
 
 log = logging.getLogger("polytri.torch")
 
 #: Bumped whenever the pickled layout changes (with the kernel parts' own format).
 _FORMAT = f"4.{PARTS_FORMAT}"
-
-
-@functools.cache
-def code_version() -> str:
-    """A digest of polytri's own source files: a kernel compiled by another version of the compiler (an
-    upgrade, an edited checkout) is not reused."""
-    root = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
 
 
 def _key(program: ProgramBuilder, target: str, options: dict[str, Any]) -> str:
