@@ -53,6 +53,38 @@ def test_quantize_per_channel_as_the_op() -> None:
     _check(lambda t, s, z: qd.quantize_per_channel.default(t * 1, s, z, 1, -128, 127, torch.int8), x, scales, zps)
 
 
+@pytest.mark.parametrize(("stride", "zero", "size"), [(1, 131, 9), (2, 131, 9), (1, 0, 64), (2, 7, 64)])
+def test_integer_contractions(stride: int, zero: int, size: int) -> None:
+    """A convolution and a linear layer of dequantized tensors run as integer sums (int32) scaled once:
+    equal to eager's float computation within float32 rounding; padding (the implicit GEMM's copy filled
+    with the zero point, or the row nest's guard) adds nothing."""
+    torch.manual_seed(stride + zero + size)
+    w = torch.randint(-127, 128, (8, 3, 3, 3), dtype=torch.int8)
+    wscale, wzero = torch.rand(8) * 0.01 + 0.001, torch.zeros(8, dtype=torch.int64)
+    out = (size - 1) // stride + 1
+    lw = torch.randint(-127, 128, (5, 8 * out * out), dtype=torch.int8)
+    bias = torch.randn(8)
+
+    def f(x: torch.Tensor, w: torch.Tensor, wscale: torch.Tensor, wzero: torch.Tensor, bias: torch.Tensor,
+          lw: torch.Tensor) -> torch.Tensor:
+        xq = qd.quantize_per_tensor.default(x, 0.02, zero, 0, 255, torch.uint8)
+        xd = qd.dequantize_per_tensor.default(xq, 0.02, zero, 0, 255, torch.uint8)
+        wd = qd.dequantize_per_channel.default(w, wscale, wzero, 0, -128, 127, torch.int8)
+        y = torch.relu(torch.nn.functional.conv2d(xd, wd, bias, stride=stride, padding=1))
+        yd = qd.dequantize_per_tensor.default(qd.quantize_per_tensor.default(y, 0.05, 3, -128, 127, torch.int8),
+                                              0.05, 3, -128, 127, torch.int8)
+        ld = qd.dequantize_per_tensor.default(lw, 0.003, 0, -127, 127, torch.int8)
+        return torch.nn.functional.linear(yd.flatten(1), ld)
+
+    args = (torch.randn(2, 3, size, size), w, wscale, wzero, bias, lw)
+    report = pt.explain(f, *args, compile_options={"target": "cpu"})
+    assert report.fallback_ops == [], str(report)
+    integer = [r for k in report.kernels for r in k.rewrites if "accumulated in int32" in r]
+    assert len(integer) == 2, str(report)
+    expected = f(*args)
+    torch.testing.assert_close(report.result, expected, rtol=1e-4, atol=1e-4 * float(expected.abs().max()))
+
+
 def _quantized(model: torch.nn.Module, x: torch.Tensor) -> torch.nn.Module:
     """``model`` through PT2E post-training quantization with the X86 Inductor quantizer."""
     pytest.importorskip("torchao")
@@ -84,5 +116,27 @@ def test_a_quantized_cnn_runs_in_polytri() -> None:
         expected = model(x)
         report = pt.explain(model, x, compile_options={"target": "cpu"})
     assert report.fallback_ops == [], str(report)
+    assert sum("uint8 x int8 contraction" in r for k in report.kernels for r in k.rewrites) == 2, str(report)
     step = 0.05 * expected.abs().max()  # far below the output's quantization step
     torch.testing.assert_close(report.result, expected, rtol=0, atol=float(step))
+
+
+def test_a_quantized_mlp_with_quantized_output() -> None:
+    """The XNNPACK quantizer's flow (int8 activations, per-tensor weights, a quantized output): int8 x int8
+    contractions, and the output equal to eager's quantized model exactly."""
+    pytest.importorskip("torchao")
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 16)).eval()
+    x = torch.randn(4, 64)
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=False))
+    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
+    prepared(x)
+    quantized = convert_pt2e(prepared)
+    with torch.no_grad():
+        expected = quantized(x)
+        report = pt.explain(quantized, x, compile_options={"target": "cpu"})
+    assert report.fallback_ops == [], str(report)
+    assert sum("int8 x int8 contraction" in r for k in report.kernels for r in k.rewrites) == 2, str(report)
+    torch.testing.assert_close(report.result, expected, rtol=0, atol=0)

@@ -22,6 +22,7 @@ import torch.fx as fx
 
 from ..errors import PolytriError
 from ..ir.builder import ProgramBuilder
+from ..pipeline.decisions import Decision
 from .torch_args import as_int, node_arg
 from .torch_options import TorchOptions, default_target
 from .torch_symbolic import size_text
@@ -130,6 +131,8 @@ class Segment:
     """Outputs that are views of a stored array: the array and the view nodes torch applies to it."""
     bases: dict[str, tuple[tuple[str, ...], torch.dtype]] = field(default_factory=dict)
     """Arrays that are only seen through such views (allocated at each call, like outputs)."""
+    decisions: list[Decision] = field(default_factory=list)
+    """What the lowering chose for some nodes (an integer contraction), as ``explain()`` reports it."""
 
 
 class SegmentLowering:

@@ -20,6 +20,7 @@ from ..dtypes import dtype as pt_type
 from .torch_args import as_int, as_ints, fake
 from .torch_lower import SegmentLowering, register
 from .torch_ops_reduce import LANES, reduce_into
+from .torch_quant_contraction import quantized, record, requantized, shifted, weight_sums
 from .torch_values import (
     Index,
     LoweringError,
@@ -97,22 +98,23 @@ def _on_tensor_cores(ctx: SegmentLowering, b: Val) -> bool:
     return b.ops == 0 and ctx.on_gpu()
 
 
-def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val) -> Val:
+def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, acc: torch.dtype | None = None) -> Val:
     """``C[.., i, j] = sum_k A[.., i, k] * B[.., k, j]`` in the order (i, k, j): the innermost loop runs
     along rows of B and C; a B that is not stored row by row (a transposed weight) is copied first, except
     where the CPU's packed panels or the GPU's ``tl.dot`` tiles read it in place (measured on the CPU, MLP
     256x512-1024-512: 5.5 -> 4.6 ms).  ``C`` is the accumulator, of the accumulation type: the caller
-    rounds it to the output's."""
+    rounds it to the output's.  ``acc``, when given, is the accumulation type (int32 for the integer sums
+    of quantized products)."""
     shape, out = ctx.out(node)
     if not out.is_floating_point:
         raise LoweringError("integer matrix products run in eager")
+    acc = acc or acc_dtype(out)
     a = ctx.readable(a, node.name + "_a")
     if _skinny(ctx, a, b, shape, a.shape[-1]):
-        return _skinny_product(ctx, node, a, b, acc_dtype(out))
+        return _skinny_product(ctx, node, a, b, acc)
     in_place = _rows_contiguous(b) or _packed_on_cpu(ctx, a, b, out) or _on_tensor_cores(ctx, b)
     b = ctx.readable(b, node.name + "_b") if in_place else ctx.stored(b, node.name + "_b")
     k = a.shape[-1]
-    acc = acc_dtype(out)
     name = ctx.temp(node.name, shape, acc)
     lead = len(shape) - 2
 
@@ -128,7 +130,29 @@ def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val) -> Val:
 
 @register("aten.mm.default", kind="reuse")
 def _mm(ctx: SegmentLowering, node: fx.Node) -> Val:
+    integer = _quantized_product(ctx, node, node.args[0], node.args[1], None)
+    if integer is not None:
+        return rounded(integer, ctx.out(node)[1])
     return rounded(_product(ctx, node, ctx.val(node.args[0]), ctx.val(node.args[1])), ctx.out(node)[1])
+
+
+def _quantized_product(ctx: SegmentLowering, node: fx.Node, a_node: object, b_node: object,
+                       bias: Val | None) -> Val | None:
+    """``A @ B (+ bias)`` of a dequantized activation (per tensor) and weight in integers
+    (:mod:`.torch_quant_contraction`); ``None`` where the factors are not both dequantized 2-D tensors."""
+    x, w = quantized(ctx, a_node), quantized(ctx, b_node)
+    if x is None or w is None or x.zero_value is None or x.q.rank != 2 or w.q.rank != 2:
+        return None
+    shape = ctx.out(node)[0]
+    record(ctx, node, x, w)
+    wq = shifted(w)
+    wsum = weight_sums(ctx, node.name + "_wsum", wq, shape[1], (wq.shape[0],), lambda it: (it[1], it[0]))
+    sums = _product(ctx, node, x.q, wq, acc=torch.int32)
+    bl = broadcast(bias, shape) if bias is not None else None
+    return requantized(sums, x.zero_value, wsum, lambda idx: idx[1],
+                       lambda idx: f"({x.scale(idx)} * {w.scale(idx)})",
+                       (lambda idx: cast(bl(idx), bias.dtype, torch.float32)) if bl is not None and bias is not None
+                       else None)
 
 
 @register("aten.bmm.default", kind="reuse")
@@ -152,6 +176,10 @@ def _mv(ctx: SegmentLowering, node: fx.Node) -> Val:
 def _addmm(ctx: SegmentLowering, node: fx.Node) -> Val:
     """``beta * bias + alpha * A @ B``, the bias added to the accumulator before the one rounding."""
     bias = ctx.val(node.args[0])
+    if node.kwargs.get("beta", 1) == 1 and node.kwargs.get("alpha", 1) == 1:
+        integer = _quantized_product(ctx, node, node.args[1], node.args[2], bias)
+        if integer is not None:
+            return rounded(integer, ctx.out(node)[1])
     prod = _product(ctx, node, ctx.val(node.args[1]), ctx.val(node.args[2]))
     beta, alpha = node.kwargs.get("beta", 1), node.kwargs.get("alpha", 1)
     shape, out = ctx.out(node)
@@ -166,56 +194,120 @@ def _addmm(ctx: SegmentLowering, node: fx.Node) -> Val:
     return rounded(Val(shape, prod.dtype, load, ops=bias.ops + 1), out)
 
 
-@register("aten.convolution.default", kind="reuse")
-def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
-    x_node, w_node, b_node, stride_arg, padding_arg, dilation_arg, transposed, _, groups = node.args[:9]
+@dataclass(frozen=True)
+class _Conv:
+    """A 2-D convolution's static description: weight window, groups, stride, padding, dilation."""
+
+    cin_g: int
+    kh: int
+    kw: int
+    cout: int
+    groups: int
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+
+    @property
+    def padded(self) -> bool:
+        return bool(self.padding[0] or self.padding[1])
+
+    @property
+    def terms(self) -> int:
+        return self.cin_g * self.kh * self.kw
+
+
+def _conv_of(node: fx.Node) -> _Conv:
+    """The static description of an ``aten.convolution`` node; :class:`LoweringError` where it is not
+    static or not 2-D."""
+    w_node, stride_arg, padding_arg, dilation_arg, transposed, _, groups = node.args[1], *node.args[3:9]
     if transposed:
         raise LoweringError("transposed convolutions run in eager")
+    dims = fake(w_node).shape
+    if len(dims) != 4 or any(isinstance(s, torch.SymInt) for s in dims):
+        raise LoweringError("convolutions with dynamic weight shapes run in eager")
+    cout, cin_g, kh, kw = (int(s) for s in dims)
+    stride, padding, dilation = as_ints(stride_arg), as_ints(padding_arg), as_ints(dilation_arg)
+    return _Conv(cin_g, kh, kw, cout, as_int(groups), (stride[0], stride[1]), (padding[0], padding[1]),
+                 (dilation[0], dilation[1]))
+
+
+@register("aten.convolution.default", kind="reuse")
+def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
     shape, out = ctx.out(node)
     if len(shape) != 4 or not out.is_floating_point:
         raise LoweringError("only 2-D floating-point convolutions are lowered")
-    x, w = ctx.val(x_node), ctx.val(w_node)
-    acc = acc_dtype(out)
+    conv = _conv_of(node)
+    x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
+    b_node = node.args[2]
     bias = ctx.val(b_node) if isinstance(b_node, fx.Node) else None
-    wmeta = fake(w_node)
-    cin_g, kh, kw = (int(s) if not isinstance(s, torch.SymInt) else None for s in wmeta.shape[1:])
-    stride, padding, dilation = as_ints(stride_arg), as_ints(padding_arg), as_ints(dilation_arg)
-    padded = padding[0] or padding[1]
-    terms = (cin_g or 0) * (kh or 0) * (kw or 0)
-    unroll = cin_g is not None and kh is not None and kw is not None and terms <= MAX_UNROLLED_TERMS and not padded
-    if not (unroll and x.ops * terms <= MAX_RECOMPUTE_OPS):
+    integer = _quantized_convolution(ctx, node, conv, bias)
+    if integer is not None:
+        return rounded(integer, out)
+    acc = acc_dtype(out)
+    bl = broadcast(bias, (shape[1],)) if bias is not None else None
+    start = (lambda it: cast(bl((it[1],)), bias.dtype, acc)) if bl is not None and bias is not None else (lambda it: "0")
+    sums = _conv_sums(ctx, node, conv, x, w, acc, start,
+                      start_ops=bias.ops if bias is not None else 0)
+    return rounded(sums, out)
+
+
+def _conv_sums(ctx: SegmentLowering, node: fx.Node, conv: _Conv, x: Val, w: Val, acc: torch.dtype,
+               start: Callable[[Index], str], pad: str = "0", start_ops: int = 0) -> Val:
+    """The convolution's sums in ``acc``, each started at ``start(it)``: unrolled into one statement when
+    the window is small and unpadded, as an implicit GEMM when rows would leave the register blocks
+    emptier than :data:`ROW_BLOCK_USE` (padding filled with ``pad``), else as a nest over rows.  The
+    factors are read as ``acc``."""
+    shape = ctx.out(node)[0]
+    unroll = conv.terms <= MAX_UNROLLED_TERMS and not conv.padded
+    if not (unroll and x.ops * conv.terms <= MAX_RECOMPUTE_OPS):
         x = ctx.readable(x, node.name + "_x")
     w = ctx.readable(w, node.name + "_w")
-    cout = wmeta.shape[0]
-    if cin_g is None or kh is None or kw is None or isinstance(cout, torch.SymInt):
-        raise LoweringError("convolutions with dynamic weight shapes run in eager")
-    g = as_int(groups)
-    cout_g = int(cout) // g
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    cout_g = conv.cout // conv.groups
+    (sh, sw), (ph, pw), (dh, dw) = conv.stride, conv.padding, conv.dilation
     height, width = x.shape[2], x.shape[3]
 
     def coords(it: Index, ci: str, ky: str, kx: str) -> tuple[Index, str, str]:
         y, xx = window_at(sh, it[2], dh, ky, ph), window_at(sw, it[3], dw, kx, pw)
-        return (it[0], input_channel(it[1], ci, cin_g, cout_g, g), y, xx), y, xx
+        return (it[0], input_channel(it[1], ci, conv.cin_g, cout_g, conv.groups), y, xx), y, xx
 
     def term(it: Index, ci: str, ky: str, kx: str) -> str:
         idx, _, _ = coords(it, ci, ky, kx)
         return f"{cast(x.load(idx), x.dtype, acc)} * {cast(w.load((it[1], ci, ky, kx)), w.dtype, acc)}"
 
-    bl = broadcast(bias, (shape[1],)) if bias is not None else None
-    start = (lambda it: cast(bl((it[1],)), bias.dtype, acc)) if bl is not None and bias is not None else (lambda it: "0")
     if unroll:
         def unrolled(it: Index) -> str:
-            parts = [term(it, str(c), str(a), str(b)) for c in range(cin_g) for a in range(kh) for b in range(kw)]
-            total = " + ".join(parts)
-            return f"({start(it)} + {total})" if bias is not None else f"({total})"
+            parts = [term(it, str(c), str(a), str(b)) for c in range(conv.cin_g) for a in range(conv.kh)
+                     for b in range(conv.kw)]
+            first = start(it)
+            return f"({' + '.join(parts)})" if first == "0" else f"({first} + {' + '.join(parts)})"
         # computed where it is read (the consumer stores it, or recomputes it if cheap enough)
-        return rounded(Val(shape, acc, unrolled, ops=2 * terms + x.ops * terms + (bias.ops if bias else 0)), out)
-    if _flattened(ctx, shape, x, out):
-        geometry = _Geometry(int(height), int(width), int(shape[2]), int(shape[3]), kh, kw, sh, sw, ph, pw, dh, dw)
-        return rounded(_implicit_gemm(ctx, node.name, x, w, shape, acc, geometry, cin_g, cout_g, start), out)
-    guard = inside(*coords(("i0", "i1", "i5", "i6"), "i2", "i3", "i4")[1:], height, width) if padded else []
-    return rounded(_row_nest(ctx, node.name, shape, acc, (cin_g, kh, kw), term, start, guard), out)
+        return Val(shape, acc, unrolled, ops=2 * conv.terms + x.ops * conv.terms + start_ops)
+    if pad != "0" or _flattened(ctx, shape, x, acc):
+        geometry = _Geometry(int(height), int(width), int(shape[2]), int(shape[3]), conv.kh, conv.kw, sh, sw, ph,
+                             pw, dh, dw)
+        return _implicit_gemm(ctx, node.name, x, w, shape, acc, geometry, conv.cin_g, cout_g, start, pad)
+    guard = inside(*coords(("i0", "i1", "i5", "i6"), "i2", "i3", "i4")[1:], height, width) if conv.padded else []
+    return _row_nest(ctx, node.name, shape, acc, (conv.cin_g, conv.kh, conv.kw), term, start, guard)
+
+
+def _quantized_convolution(ctx: SegmentLowering, node: fx.Node, conv: _Conv, bias: Val | None) -> Val | None:
+    """The convolution of a dequantized activation (per tensor) and weight in integers
+    (:mod:`.torch_quant_contraction`), on the CPU with static sizes; ``None`` where it does not apply."""
+    x, w = quantized(ctx, node.args[0]), quantized(ctx, node.args[1])
+    shape = ctx.out(node)[0]
+    static = all(str(e).isdigit() for e in shape) and x is not None and all(str(e).isdigit() for e in x.q.shape)
+    if x is None or w is None or x.zero_value is None or ctx.on_gpu() or not static:
+        return None
+    record(ctx, node, x, w)
+    wq = shifted(w)
+    wsum = weight_sums(ctx, node.name + "_wsum", wq, str(conv.cout), (str(conv.cin_g), str(conv.kh), str(conv.kw)),
+                       lambda it: it)
+    sums = _conv_sums(ctx, node, conv, x.q, wq, torch.int32, lambda it: "0", literal(x.zero_value))
+    bl = broadcast(bias, (shape[1],)) if bias is not None else None
+    return requantized(sums, x.zero_value, wsum, lambda idx: idx[1],
+                       lambda idx: f"({x.scale(idx)} * {w.scale((idx[1], '0', '0', '0'))})",
+                       (lambda idx: cast(bl((idx[1],)), bias.dtype, torch.float32))
+                       if bl is not None and bias is not None else None)
 
 
 def inside(y: str, x: str, height: object, width: object) -> list[str]:
@@ -307,7 +399,7 @@ class _Geometry:
 
 
 def _implicit_gemm(ctx: SegmentLowering, base: str, x: Val, w: Val, shape: tuple[str, ...], acc: torch.dtype,
-                   geo: _Geometry, cin_g: int, cout_g: int, start: Callable[[Index], str]) -> Val:
+                   geo: _Geometry, cin_g: int, cout_g: int, start: Callable[[Index], str], pad: str = "0") -> Val:
     """The convolution as a product whose columns are the pixels of an image, one iterator ``p``: the CPU's
     packed contraction then fills its 64-column register blocks with whole images, not one row (a
     28-pixel row used 28 of 64 columns of every block, an edge block each time).
@@ -326,7 +418,7 @@ def _implicit_gemm(ctx: SegmentLowering, base: str, x: Val, w: Val, shape: tuple
     pixels = str(geo.ho * geo.grid)
     if geo.strided:
         src = ctx.temp(base + "_windows", (n, c, str(geo.kh), str(geo.kw), pixels), x.dtype)
-        ctx.emit(src, (n, c, str(geo.kh), str(geo.kw), pixels), lambda it, r: "0")
+        ctx.emit(src, (n, c, str(geo.kh), str(geo.kw), pixels), lambda it, r: pad)
 
         def window(it: Index) -> tuple[str, str]:  # it: (n, c, ky, kx, y, x)
             return window_at(geo.sh, it[4], geo.dh, it[2], geo.ph), window_at(geo.sw, it[5], geo.dw, it[3], geo.pw)
@@ -339,7 +431,7 @@ def _implicit_gemm(ctx: SegmentLowering, base: str, x: Val, w: Val, shape: tuple
             return f"{src}[{n_}, {chan}, {ky}, {kx}, {p}]"
     else:
         src = ctx.temp(base + "_padded", (n, c, str(geo.rows * geo.row)), x.dtype)
-        ctx.emit(src, (n, c, str(geo.rows * geo.row)), lambda it, r: "0")
+        ctx.emit(src, (n, c, str(geo.rows * geo.row)), lambda it, r: pad)
         ctx.emit(src, x.shape, lambda it, r: x.load(it),
                  index=lambda it: (it[0], it[1], f"{geo.row} * {it[2]} + {it[3]} + {geo.ph * geo.row + geo.pw}"))
 

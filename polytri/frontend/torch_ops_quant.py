@@ -62,7 +62,7 @@ def _quantize_per_tensor(ctx: SegmentLowering, node: fx.Node) -> Val:
 def _dequantize_per_tensor(ctx: SegmentLowering, node: fx.Node) -> Val:
     _out_float32(node)
     shape, _ = ctx.out(node)
-    q = ctx.val(node.args[0])  # type: ignore[arg-type]
+    q = ctx.val(node.args[0])
     scale, zp = as_float(node.args[1]), as_int(node.args[2])
 
     def load(idx: Index) -> str:
@@ -72,8 +72,8 @@ def _dequantize_per_tensor(ctx: SegmentLowering, node: fx.Node) -> Val:
 
 def _per_channel(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, Val, Val | None, int]:
     """The operand, the scales and zero points (``None`` if absent) and the axis of a per-channel op."""
-    x = ctx.val(node.args[0])  # type: ignore[arg-type]
-    scales = ctx.val(node.args[1])  # type: ignore[arg-type]
+    x = ctx.val(node.args[0])
+    scales = ctx.val(node.args[1])
     zps = ctx.val(node.args[2]) if isinstance(node.args[2], fx.Node) else None
     axis = as_int(node.args[3]) % max(x.rank, 1)
     if scales.rank != 1 or (zps is not None and zps.rank != 1) or not scales.dtype.is_floating_point:

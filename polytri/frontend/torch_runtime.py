@@ -252,7 +252,7 @@ class CompiledGraph:
                     log.warning("%s: no memory traffic estimate (%s: %s)", prog.name, type(exc).__name__, exc)
                     traffic, unfused = None, None
                 rewrites = [d.text.removeprefix("fusion: ") for d in getattr(s.kernel, "decision_records", ())
-                            if d.kind in ("recompute", "online-softmax")]
+                            if d.kind in ("recompute", "online-softmax")] + [d.text for d in s.segment.decisions]
                 out.append(KernelInfo(prog.name, self.target, getattr(s.kernel, "source", ""), str(prog),
                                       [n.name for n in s.segment.nodes], traffic, unfused, rewrites))
         return out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from .. import dtypes
 from ..dtypes import BOOL, INT64, VType
 from ..errors import TypeCheckError
@@ -31,7 +33,8 @@ def check_literals(t: VType, operands: tuple[Expr, ...], where: Expr) -> VType:
     """Integer literals converted to a narrow integer type must fit in it (NEP 50 raises there too)."""
     if t.weak or t.dtype.kind != "i" or t.dtype.bits == 64:
         return t
-    lo, hi = -(2 ** (t.dtype.bits - 1)), 2 ** (t.dtype.bits - 1) - 1
+    info = np.iinfo(t.dtype.name)  # the integer types are numpy's
+    lo, hi = int(info.min), int(info.max)
     for x in operands:
         v = const_value(x)
         if v is not None and not lo <= v <= hi:

@@ -1,0 +1,148 @@
+"""Quantized contractions in integers: a convolution or matrix product whose two factors are dequantized
+integer tensors (``dequantize(q) = (q - zero) * scale``) is computed as an integer sum, accumulated in
+int32, and scaled once per output element.
+
+With ``x = (xq - zx) * sx`` (per tensor) and ``w = (wq - zw[c]) * sw[c]`` (per tensor, or per output
+channel ``c``), each output is ``sx * sw[c] * sum_k (xq - zx) * (wq - zw[c])``, and the sum is
+
+    sum_k xq * w'  -  zx * sum_k w'        with  w' = wq - zw[c]
+
+so the activations are read as they are stored (uint8 or int8): the first sum is the contraction itself,
+the second a per-channel sum of the weights (computed once per call, over the weights only).  Padding
+must contribute nothing, so padded activations are filled with ``zx`` rather than 0.  The float result
+then follows the op: ``float32(sum) * (sx * sw[c]) + bias[c]``, rounded to the output's dtype.  The sum
+is exact; the dequantized float product eager computes rounds at each step, so the two differ by
+float32 rounding, far below one quantization step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+
+from ..pipeline.decisions import Decision
+from .torch_args import as_float, as_int, as_ints
+from .torch_lower import HANDLERS, SegmentLowering, is_view, op_name
+from .torch_values import Index, Val, cast, literal, view_of
+
+I32 = torch.int32
+F32 = torch.float32
+QD = "quantized_decomposed."
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """A factor that is a dequantized integer tensor, possibly through a permutation."""
+
+    q: Val
+    """The integers (int8 or uint8): stored, or computed where read (a quantize op's result)."""
+    zero: Callable[[Index], str]
+    """int32 text of the zero point of element ``idx``."""
+    scale: Callable[[Index], str]
+    """float32 text of the scale of element ``idx``."""
+    zero_value: int | None
+    """The zero point when it is one number for the whole tensor."""
+    per_tensor: bool = False
+    """One scale and zero point for the whole tensor: any view of it is quantized alike."""
+
+
+def quantized(ctx: SegmentLowering, node: object) -> Quantized | None:
+    """The factor ``node`` as integers, if it is a dequantize to float32 (or a permutation of one);
+    ``None`` otherwise."""
+    if not isinstance(node, fx.Node):
+        return None
+    if is_view(node) and isinstance(node.args[0], fx.Node):
+        return _through_view(ctx, node, node.args[0])
+    if node.kwargs.get("out_dtype") not in (None, F32):
+        return None
+    if op_name(node) == QD + "dequantize_per_tensor.default":
+        q, scale, zero = ctx.val(node.args[0]), as_float(node.args[1]), as_int(node.args[2])
+        return Quantized(q, lambda idx: literal(zero), lambda idx: literal(scale), zero, per_tensor=True)
+    if op_name(node) == QD + "dequantize_per_channel.default":
+        return _per_channel(ctx, node)
+    return None
+
+
+def _per_channel(ctx: SegmentLowering, node: fx.Node) -> Quantized | None:
+    q, scales = ctx.val(node.args[0]), ctx.val(node.args[1])
+    zps = ctx.val(node.args[2]) if isinstance(node.args[2], fx.Node) else None
+    axis = as_int(node.args[3]) % q.rank
+    if scales.rank != 1 or (zps is not None and zps.rank != 1):
+        return None
+
+    def zero(idx: Index) -> str:
+        return "0" if zps is None else cast(zps.load((idx[axis],)), zps.dtype, I32)
+
+    def scale(idx: Index) -> str:
+        return cast(scales.load((idx[axis],)), scales.dtype, F32)
+    return Quantized(q, zero, scale, 0 if zps is None else None)
+
+
+def _through_view(ctx: SegmentLowering, node: fx.Node, source: fx.Node) -> Quantized | None:
+    """A view of a quantized factor: any view of one quantized per tensor (the view's own lowering, applied
+    to the integers), a permutation of one quantized per channel."""
+    inner = quantized(ctx, source)
+    if inner is None:
+        return None
+    if inner.per_tensor:
+        saved = ctx.values.get(source)
+        ctx.values[source] = inner.q
+        try:
+            view = HANDLERS[op_name(node)].handler(ctx, node)
+        finally:
+            if saved is None:
+                del ctx.values[source]
+            else:
+                ctx.values[source] = saved
+        return Quantized(view, inner.zero, inner.scale, inner.zero_value, per_tensor=True) if isinstance(view, Val) else None
+    if op_name(node) == "aten.permute.default":
+        return _permuted(inner, as_ints(node.args[1]))
+    return _permuted(inner, [1, 0]) if op_name(node) == "aten.t.default" else None
+
+
+def _permuted(v: Quantized, dims: list[int]) -> Quantized:
+    """``v`` through ``permute(dims)``: element ``idx`` of the result is element ``src(idx)`` of ``v``."""
+    def src(idx: Index) -> Index:
+        return tuple(idx[dims.index(d)] for d in range(len(dims)))
+    shape = tuple(v.q.shape[d] for d in dims)
+    return Quantized(view_of(v.q, shape, src), lambda idx: v.zero(src(idx)), lambda idx: v.scale(src(idx)),
+                     v.zero_value)
+
+
+def shifted(w: Quantized) -> Val:
+    """``wq - zw`` as int32 (the weight side of the sum)."""
+    if w.zero_value == 0:
+        return Val(w.q.shape, I32, lambda idx: cast(w.q.load(idx), w.q.dtype, I32), ops=1)
+    return Val(w.q.shape, I32, lambda idx: f"({cast(w.q.load(idx), w.q.dtype, I32)} - {w.zero(idx)})", ops=2)
+
+
+def weight_sums(ctx: SegmentLowering, base: str, w: Val, channels: str, terms: tuple[str, ...],
+                at: Callable[[Index], Index]) -> str:
+    """An int32 array of ``channels`` sums of ``w`` over ``terms`` (``at(channel, term...)`` is the index of
+    ``w``); returns its name."""
+    name = ctx.temp(base, (channels,), I32)
+    ctx.emit(name, (channels,), lambda it, r: "0")
+    ctx.emit(name, (channels, *terms), lambda it, r: w.load(at(it)), op="+=", index=lambda it: (it[0],))
+    return name
+
+
+def record(ctx: SegmentLowering, node: fx.Node, x: Quantized, w: Quantized) -> None:
+    """File the integer contraction of ``node`` among the segment's decisions (``explain()`` lists it)."""
+    kinds = f"{x.q.dtype} x {w.q.dtype}".replace("torch.", "")
+    ctx.segment.decisions.append(Decision(
+        "lowering", "integer-contraction", node.name,
+        f"{node.name}: {kinds} contraction accumulated in int32, scaled to float32 once per output",
+        {"activation": str(x.q.dtype), "weight": str(w.q.dtype), "zero_point": x.zero_value}))
+
+
+def requantized(sums: Val, zx: int, wsum: str, channel: Callable[[Index], str], scale: Callable[[Index], str],
+                bias: Callable[[Index], str] | None) -> Val:
+    """The float32 result of integer ``sums``: ``float32(sum - zx * wsum[c]) * scale + bias``."""
+    def load(idx: Index) -> str:
+        total = sums.load(idx) if zx == 0 else f"({sums.load(idx)} - {literal(zx)} * {wsum}[{channel(idx)}])"
+        value = f"{cast(total, I32, F32)} * {scale(idx)}"
+        return f"({value} + {bias(idx)})" if bias is not None else f"({value})"
+    return Val(sums.shape, F32, load, ops=sums.ops + 4)
