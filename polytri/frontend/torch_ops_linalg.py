@@ -446,4 +446,4 @@ def _implicit_gemm(ctx: SegmentLowering, base: str, x: Val, w: Val, shape: tuple
         return f"{cast(read(n_, chan, ky, kx, p), x.dtype, acc)} * {cast(w.load((co, ci, ky, kx)), w.dtype, acc)}"
     loops = (shape[0], shape[1], str(cin_g), str(geo.kh), str(geo.kw), pixels)
     ctx.emit(name, loops, term, op="+=", index=lambda it: (it[0], it[1], it[5]))
-    return Val(shape, acc, lambda idx: f"{name}[{idx[0]}, {idx[1]}, {geo.grid} * {idx[2]} + {idx[3]}]")
+    return Val(shape, acc, lambda idx: f"{name}[{idx[0]}, {idx[1]}, {geo.grid} * ({idx[2]}) + {idx[3]}]")

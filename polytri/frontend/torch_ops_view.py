@@ -59,7 +59,7 @@ def reshape(v: Val, src: list[sympy.Expr], dst: list[sympy.Expr], shape: tuple[s
                 continue
             terms, stride = [], 1
             for jd in reversed(gb):
-                terms.append(idx[jd] if stride == 1 else f"{stride} * {idx[jd]}")
+                terms.append(idx[jd] if stride == 1 else f"{stride} * ({idx[jd]})")
                 stride *= int(dst[jd])
             flat = " + ".join(reversed(terms))
             stride = 1
