@@ -101,6 +101,8 @@ CASES: list[tuple[str, str, Callable[..., Any], tuple[Any, ...], bool]] = [
     ("conv", "conv_general_dilated", _nchw_conv, (_f(2, 3, 8, 8), _f(4, 3, 3, 3)), True),
     ("conv_same_strided", "conv_general_dilated", lambda x, w: _nchw_conv(x, w, strides=(2, 2), padding="SAME"),
      (_f(1, 3, 8, 8), _f(4, 3, 2, 2)), True),
+    ("conv_same_stride2", "conv_general_dilated", lambda x, w: _nchw_conv(x, w, strides=(2, 2), padding="SAME"),
+     (_f(2, 3, 8, 8), _f(4, 3, 3, 3)), True),
     ("conv_nhwc", "conv_general_dilated",
      lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
      (_f(2, 6, 6, 3), _f(3, 3, 3, 4)), True),
@@ -224,6 +226,16 @@ def test_gradient_descent_with_static_arguments() -> None:
     assert step.compiles == 1
     step(w, (x, y), 0.05, 3)  # another static value: a new compilation
     assert step.compiles == 2
+
+
+def test_gradient_of_a_strided_convolution() -> None:
+    def loss(w: Any, img: Any) -> Any:
+        return jnp.sum(jax.nn.relu(_nchw_conv(img, w, strides=(2, 2), padding="SAME")) ** 2)
+    w, img = _f(4, 3, 3, 3) * 0.1, _f(2, 3, 8, 8)
+    grad = jax.grad(loss, argnums=(0, 1))
+    g = ptj.jit(grad)
+    _close(g(w, img), jax.jit(grad)(w, img))
+    assert "conv_general_dilated" in g.fallbacks  # the input's gradient: a transposed convolution
 
 
 def test_fallback_primitive_runs_through_jax_and_is_listed() -> None:
