@@ -121,6 +121,25 @@ def test_a_quantized_cnn_runs_in_polytri() -> None:
     torch.testing.assert_close(report.result, expected, rtol=0, atol=float(step))
 
 
+def test_every_contraction_of_a_deeper_quantized_cnn_is_integer() -> None:
+    """Programs are cut where values are narrowest (before a dequantization) and weight dequantizations move
+    next to their convolution: every contraction of a four-block CNN reads integers, not only those that
+    happened to share a program with their dequantized inputs."""
+    torch.manual_seed(1)
+    layers: list[torch.nn.Module] = []
+    for cin, cout, stride in ((3, 16, 2), (16, 32, 1), (32, 32, 2), (32, 64, 1)):
+        layers += [torch.nn.Conv2d(cin, cout, 3, stride, 1), torch.nn.BatchNorm2d(cout), torch.nn.ReLU()]
+    body = torch.nn.Sequential(*layers).eval()
+    x = torch.randn(1, 3, 32, 32)
+    model = _quantized(body, x)
+    with torch.no_grad():
+        expected = model(x)
+        report = pt.explain(model, x, compile_options={"target": "cpu"})
+    assert report.fallback_ops == [], str(report)
+    assert sum("accumulated in int32" in r for k in report.kernels for r in k.rewrites) == 4, str(report)
+    torch.testing.assert_close(report.result, expected, rtol=0, atol=float(0.05 * expected.abs().max()))
+
+
 def test_a_quantized_mlp_with_quantized_output() -> None:
     """The XNNPACK quantizer's flow (int8 activations, per-tensor weights, a quantized output): int8 x int8
     contractions, and the output equal to eager's quantized model exactly."""

@@ -26,7 +26,16 @@ from . import (  # noqa: F401 (handlers)
     torch_ops_reduce,
     torch_ops_view,
 )
-from .torch_lower import Segment, SegmentLowering, is_lowerable, is_view, node_users, op_name
+from .torch_lower import (
+    HANDLERS,
+    Segment,
+    SegmentLowering,
+    is_lowerable,
+    is_view,
+    node_users,
+    op_name,
+    tensor_meta,
+)
 from .torch_options import TorchOptions
 from .torch_symbolic import symbol_of
 from .torch_values import LoweringError
@@ -140,6 +149,7 @@ def graph_hash(gm: fx.GraphModule) -> str:
 def plan_graph(gm: fx.GraphModule, options: TorchOptions) -> Plan:
     """Cut ``gm`` into segments, lower each into a program (builders, not compiled yet)."""
     graph = gm.graph
+    _sink_input_work(graph)
     eager: set[fx.Node] = set()
     splits: set[fx.Node] = set()
     declined: dict[str, str] = {}
@@ -177,6 +187,24 @@ def plan_graph(gm: fx.GraphModule, options: TorchOptions) -> Plan:
     return Plan(steps, fallback, params, declined)
 
 
+def _sink_input_work(graph: fx.Graph) -> None:
+    """Move each elementwise or view node that reads only the graph's inputs (a weight's dequantization, a
+    transposed weight) to just before its first user, so that it lands in its consumer's program and is
+    computed where it is read there, instead of being stored by the program of wherever the graph listed it
+    (exporters list such nodes first)."""
+    order = {n: k for k, n in enumerate(graph.nodes)}
+    for node in reversed(list(graph.nodes)):
+        inputs, info = node.all_input_nodes, HANDLERS.get(op_name(node))
+        if (node.op != "call_function" or not inputs or not node.users or info is None or not is_lowerable(node)
+                or info.kind not in ("pointwise", "view")
+                or any(a.op not in ("placeholder", "get_attr") for a in inputs)):
+            continue
+        first = min(node.users, key=lambda u: order[u])
+        if first.op != "output" and order[first] > order[node] + 1:
+            first.prepend(node)
+    graph.lint()
+
+
 class _Split(Exception):
     def __init__(self, node: fx.Node):
         super().__init__(node.name)
@@ -195,9 +223,22 @@ def _split_point(lowering: SegmentLowering) -> fx.Node | None:
     k = nodes.index(owner)
     while k < len(nodes) and nodes[k].target is operator.getitem:
         k += 1
-    while 0 < k < len(nodes) and is_view(nodes[k - 1]):
+    while 0 < k < len(nodes) and (is_view(nodes[k - 1]) or _widening(nodes[k - 1], set(nodes[k:]))):
         k -= 1  # views go with their consumers: left behind, a view read by the next program is copied out
     return nodes[k] if 0 < k < len(nodes) else None
+
+
+def _widening(node: fx.Node, after: set[fx.Node]) -> bool:
+    """Whether ``node`` is elementwise, read only by nodes in ``after``, and its inputs take fewer bytes than
+    its result (a dequantization, a conversion to a wider type): cutting before it stores less, and its
+    consumer reads the narrower values (a quantized contraction then reads the integers)."""
+    info = HANDLERS.get(op_name(node))
+    inputs = [tensor_meta(a) for a in node.all_input_nodes]
+    out = tensor_meta(node)
+    if info is None or info.kind != "pointwise" or out is None or not node.users or not set(node.users) <= after:
+        return False
+    size = sum(t.numel() * t.dtype.itemsize for t in inputs if isinstance(t, torch.Tensor))
+    return isinstance(out, torch.Tensor) and size < out.numel() * out.dtype.itemsize
 
 
 

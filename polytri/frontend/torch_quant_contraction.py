@@ -56,7 +56,7 @@ def quantized(ctx: SegmentLowering, node: object) -> Quantized | None:
         return None
     if is_view(node) and isinstance(node.args[0], fx.Node):
         return _through_view(ctx, node, node.args[0])
-    if node.kwargs.get("out_dtype") not in (None, F32):
+    if node.kwargs.get("out_dtype") not in (None, F32) or not all(_readable(ctx, a) for a in node.all_input_nodes):
         return None
     if op_name(node) == QD + "dequantize_per_tensor.default":
         q, scale, zero = ctx.val(node.args[0]), as_float(node.args[1]), as_int(node.args[2])
@@ -79,6 +79,12 @@ def _per_channel(ctx: SegmentLowering, node: fx.Node) -> Quantized | None:
     def scale(idx: Index) -> str:
         return cast(scales.load((idx[axis],)), scales.dtype, F32)
     return Quantized(q, zero, scale, 0 if zps is None else None)
+
+
+def _readable(ctx: SegmentLowering, node: fx.Node) -> bool:
+    """Whether this segment can read ``node``'s value: lowered in it (or already one of its inputs), or an
+    input of the graph.  The integers under a dequantize computed in another segment are not stored."""
+    return node in ctx.values or node.op in ("placeholder", "get_attr")
 
 
 def _through_view(ctx: SegmentLowering, node: fx.Node, source: fx.Node) -> Quantized | None:
