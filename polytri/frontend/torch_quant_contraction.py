@@ -126,9 +126,11 @@ def shifted(w: Quantized) -> Val:
 
 
 def weight_sums(ctx: SegmentLowering, base: str, w: Val, channels: str, terms: tuple[str, ...],
-                at: Callable[[Index], Index]) -> str:
+                at: Callable[[Index], Index], zero: int) -> str:
     """An int32 array of ``channels`` sums of ``w`` over ``terms`` (``at(channel, term...)`` is the index of
-    ``w``); returns its name."""
+    ``w``); returns its name.  Nothing when the activations' zero point ``zero`` is 0 (no correction)."""
+    if zero == 0:
+        return ""
     name = ctx.temp(base, (channels,), I32)
     ctx.emit(name, (channels,), lambda it, r: "0")
     ctx.emit(name, (channels, *terms), lambda it, r: w.load(at(it)), op="+=", index=lambda it: (it[0],))
