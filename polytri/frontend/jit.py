@@ -70,3 +70,14 @@ def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, An
 
 if "torch._dynamo" in sys.modules:  # registering costs nothing once Dynamo is loaded
     from . import torch_backend as _torch_backend  # noqa: F401
+
+
+def _list_options() -> None:
+    """Append the frontend's options, from their one definition, to ``pt.jit``'s docstring."""
+    from ..pipeline.option_doc import options_text
+    from .torch_options import TorchOptions
+    if jit.__doc__:  # None under python -OO
+        jit.__doc__ += f"\n\n{options_text(TorchOptions, 'Options (compile_options)', indent='    ')}"
+
+
+_list_options()
