@@ -4,6 +4,7 @@ eager and equals the quantized model run in eager."""
 
 from __future__ import annotations
 
+import pathlib
 from typing import Any
 
 import pytest
@@ -159,3 +160,14 @@ def test_a_quantized_mlp_with_quantized_output() -> None:
     assert report.fallback_ops == [], str(report)
     assert sum("int8 x int8 contraction" in r for k in report.kernels for r in k.rewrites) == 2, str(report)
     torch.testing.assert_close(report.result, expected, rtol=0, atol=0)
+
+
+def test_a_quantized_model_exports(tmp_path: pathlib.Path) -> None:
+    """pt.export of a quantized model: the planner's reordering of the graph (weight dequantizations moved
+    next to their convolutions) is the same at export and at load, so the loaded graph finds its kernels."""
+    torch.manual_seed(2)
+    x = torch.randn(2, 3, 8, 8)
+    model = _quantized(SmallCNN().eval(), x)
+    run = pt.load(pt.export(model, (x,), tmp_path / "int8-cnn"))
+    with torch.no_grad():
+        torch.testing.assert_close(run(x), model(x), rtol=0, atol=1e-5)

@@ -149,7 +149,8 @@ def graph_hash(gm: fx.GraphModule) -> str:
 def plan_graph(gm: fx.GraphModule, options: TorchOptions) -> Plan:
     """Cut ``gm`` into segments, lower each into a program (builders, not compiled yet)."""
     graph = gm.graph
-    _sink_input_work(graph)
+    if _sink_input_work(graph):
+        gm.recompile()  # the code (and the programs' names, from its hash) follows the new order
     eager: set[fx.Node] = set()
     splits: set[fx.Node] = set()
     declined: dict[str, str] = {}
@@ -187,12 +188,13 @@ def plan_graph(gm: fx.GraphModule, options: TorchOptions) -> Plan:
     return Plan(steps, fallback, params, declined)
 
 
-def _sink_input_work(graph: fx.Graph) -> None:
+def _sink_input_work(graph: fx.Graph) -> bool:
     """Move each elementwise or view node that reads only the graph's inputs (a weight's dequantization, a
     transposed weight) to just before its first user, so that it lands in its consumer's program and is
     computed where it is read there, instead of being stored by the program of wherever the graph listed it
-    (exporters list such nodes first)."""
+    (exporters list such nodes first).  Returns whether a node moved."""
     order = {n: k for k, n in enumerate(graph.nodes)}
+    moved = False
     for node in reversed(list(graph.nodes)):
         inputs, info = node.all_input_nodes, HANDLERS.get(op_name(node))
         if (node.op != "call_function" or not inputs or not node.users or info is None or not is_lowerable(node)
@@ -202,7 +204,9 @@ def _sink_input_work(graph: fx.Graph) -> None:
         first = min(node.users, key=lambda u: order[u])
         if first.op != "output" and order[first] > order[node] + 1:
             first.prepend(node)
+            moved = True
     graph.lint()
+    return moved
 
 
 class _Split(Exception):
