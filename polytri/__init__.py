@@ -42,6 +42,14 @@ if _os.environ.get("POLYTRI_LOG"):  # the named loggers, for Python users as for
     except PolytriError as _exc:
         _warnings.warn(f"polytri: {_exc}; logging left as it is", stacklevel=2)
 
+def __getattr__(name: str) -> object:
+    """``polytri.jax`` without an explicit import (it imports JAX only when used)."""
+    if name == "jax":
+        import importlib
+        return importlib.import_module(".jax", __name__)
+    raise AttributeError(f"module 'polytri' has no attribute {name!r}")
+
+
 __all__ = [
     "ArgumentError", "ArtifactError", "BoundsError", "CompilationError", "Dependences", "NameResolutionError", "NotAffineError",
     "OptionError", "ParameterBoundsError", "ParseError", "PolytriError", "Program", "ProgramError",

@@ -298,3 +298,6 @@ def test_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_importing_polytri_does_not_import_jax() -> None:
     code = "import sys, polytri, polytri.jax; assert 'jax' not in sys.modules, 'jax imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+    code = ("import sys, polytri; f = polytri.jax.jit; assert 'jax' not in sys.modules, 'jax imported'; "
+            "assert polytri.jax.__name__ == 'polytri.jax'")  # reachable without importing it first
+    subprocess.run([sys.executable, "-c", code], check=True)

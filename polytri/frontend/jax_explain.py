@@ -7,7 +7,7 @@ from typing import Any
 
 from .jax_function import JaxFunction
 from .torch_backend import _LOCK, _RECORDERS, GraphReport
-from .torch_explain import ExplainReport
+from .torch_explain import ExplainReport, report_of
 
 
 def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, Any] | None = None,
@@ -34,15 +34,5 @@ def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, An
 
 
 def _report(records: list[GraphReport], result: Any) -> ExplainReport:
-    report = ExplainReport(graphs=records, result=result)
-    for g in records:
-        report.kernels += g.kernels
-        report.fusion_groups += g.fusion_groups
-        report.declined.update(g.declined)
-        for op in g.fallback_ops:
-            # a JAX primitive's results are taken from its tuple by getitem nodes: not ops of their own
-            if op != "getitem" and op not in report.fallback_ops:
-                report.fallback_ops.append(op)
-        if g.error:
-            report.errors.append(g.error)
-    return report
+    # a JAX primitive's results are taken from its tuple by getitem nodes: not ops of their own
+    return report_of(records, result, not_ops=("getitem",))

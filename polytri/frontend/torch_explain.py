@@ -118,15 +118,16 @@ def explain_jit(fn: Callable[..., Any], backend: PolytriBackend, *args: Any, **k
     return report_of(list(backend.reports), result)
 
 
-def report_of(records: list[GraphReport], result: Any) -> ExplainReport:
-    """One report over the graphs of ``records``."""
+def report_of(records: list[GraphReport], result: Any, *, not_ops: tuple[str, ...] = ()) -> ExplainReport:
+    """One report over the graphs of ``records``; the eager nodes named in ``not_ops`` are not listed as
+    fallback ops."""
     report = ExplainReport(graphs=records, result=result)
     for g in records:
         report.kernels += g.kernels
         report.fusion_groups += g.fusion_groups
         report.declined.update(g.declined)
         for op in g.fallback_ops:
-            if op not in report.fallback_ops:
+            if op not in report.fallback_ops and op not in not_ops:
                 report.fallback_ops.append(op)
         if g.error:
             report.errors.append(g.error)
