@@ -17,9 +17,11 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 from dataclasses import replace
 
 import islpy as isl
+import sympy
 
 from .. import dtypes
 from ..ir.program import Program
@@ -200,7 +202,7 @@ def _point_wavefront(schedule: Schedule, points: Band, deps: Dependences) -> Sch
         return schedule
     rows = list(schedule.rows)
     if rows:
-        rows[a], rows[b] = ({n: f"{schedule.rows[a][n]} + {schedule.rows[b][n]}" for n in schedule.rows[a]},
+        rows[a], rows[b] = ({n: _sum_text(schedule.rows[a][n], schedule.rows[b][n]) for n in schedule.rows[a]},
                             schedule.rows[a])
     what = (f"intra-tile wavefront: point loops {a}, {b} scanned as ({a} + {b}, {a}), so the innermost loop "
             f"runs over independent points (it was a recurrence)")
@@ -220,3 +222,15 @@ def tile_schedule(program: Program, schedule: Schedule, deps: Dependences, *, si
         sizes = (size,) * band.width if size else tile_sizes(program, band.width)
         out = tile_band(out, band, sizes, deps, intra_tile=intra_tile)
     return out
+
+
+def _sum_text(a: str, b: str) -> str:
+    """The text of the affine sum of two schedule rows, simplified (``i + 2*t``, not ``t + t + i``); the
+    plain concatenation where a row is not affine in names and numbers."""
+    names = set(re.findall(r"[A-Za-z_]\w*", f"{a} {b}"))
+    try:
+        total = sympy.parse_expr(f"({a}) + ({b})", local_dict={n: sympy.Symbol(n) for n in names})
+        affine = total.is_polynomial() and (total.is_number or sympy.Poly(total).total_degree() <= 1)
+    except (SyntaxError, TypeError, ValueError, sympy.SympifyError, sympy.PolynomialError):
+        return f"{a} + {b}"
+    return str(total) if affine else f"{a} + {b}"
