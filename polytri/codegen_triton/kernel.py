@@ -21,6 +21,7 @@ from .host import Launch
 from .index_width import INDEX_TYPES, INT32_MAX, index_extreme, lane_margin
 from .kgen import kernel_parameters
 from .module import ModuleRecipe, interpreter_scope, load_module
+from .standalone import standalone_source
 from .target import ARCHS, GPUArch, LaunchModel
 from .texpr import SIGNATURE_TYPES
 
@@ -66,6 +67,13 @@ class TritonKernel(CompiledKernel):
     def kernels(self) -> list[str]:
         """Names of the Triton kernels, in launch order of first appearance."""
         return [launch.spec.name for launch in self.launches]
+
+    def module_source(self, index: str = "int32") -> str:
+        """The generated module as a file that runs without polytri: its device functions under
+        ``@triton.jit`` and ``run(arrays..., scalars..., sizes...)``, which launches the kernels on GPU
+        tensors (with ``TRITON_INTERPRET=1``, on CPU tensors in Triton's interpreter); ``index`` as for
+        :meth:`source_for`."""
+        return standalone_source(self.source_for(index), self.program, self.model)
 
     def source_for(self, index: str) -> str:
         """The module with ``index`` (``int32`` or ``int64``) counters, bounds and offsets."""
