@@ -87,6 +87,6 @@ def public(fn):
         except PolytriError as exc:
             if os.environ.get("POLYTRI_DEBUG", "") not in ("", "0"):
                 raise
-            raise exc.with_traceback(None) from None
+            raise exc.with_traceback(None) from None  # polytri frames hidden: POLYTRI_DEBUG=1 shows them
 
     return wrapper

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, overload
 
+from ..errors import public
+
 
 @overload
 def jit(fn: Callable[..., Any], *, compile_options: Mapping[str, Any] | None = None,
@@ -23,6 +25,7 @@ def jit(fn: None = None, *, compile_options: Mapping[str, Any] | None = None,
         dynamic: bool | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 
 
+@public
 def jit(fn: Callable[..., Any] | None = None, *, compile_options: Mapping[str, Any] | None = None,
         dynamic: bool | None = None) -> Any:
     """Compile a PyTorch function (or ``nn.Module``) with polytri: ``pt.jit(fn, compile_options={...})`` or
@@ -49,6 +52,7 @@ JIT_BACKEND = "_polytri_backend"
 """The attribute of a ``pt.jit`` function or module that keeps its backend (and the reports of its graphs)."""
 
 
+@public
 def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, Any] | None = None,
             **kwargs: Any) -> Any:
     """Compile ``fn`` on ``args`` and report its kernels (name, target, source), the ATen ops that ran in
