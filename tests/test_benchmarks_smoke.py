@@ -67,3 +67,18 @@ def test_schedule_benchmark_rejects_unknown_kernel() -> None:
     bench = _load()
     with pytest.raises(SystemExit):
         bench.main(["--kernels", "no_such_kernel"])
+
+
+def test_frameworks_benchmark_rows() -> None:
+    """benchmarks/frameworks.py still runs: a PyTorch row and (with the jax extra) a JAX row, every cell."""
+    spec = importlib.util.spec_from_file_location("polytri_bench_frameworks", BENCH.parent / "frameworks.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = [bench.torch_row("softmax_matmul", 1)]
+    pytest.importorskip("jax")
+    rows.append(bench.jax_row("softmax_matmul", 1))
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert len(cells) == 6 and cells[0] == "softmax_matmul", row
+        assert all(re.fullmatch(r"(Inductor |XLA )?[\d.]+x?", c) for c in cells[2:]), row
