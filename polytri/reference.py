@@ -152,6 +152,9 @@ class _PyPrinter:
         if e.op in ("<", "<=", ">", ">=", "==", "!="):
             od = self.t.operand_type(e).dtype
             return f"({self.conv(e.lhs, od)} {e.op} {self.conv(e.rhs, od)})"
+        if e.op == "**" and const_value(e.rhs) is None:  # a float type; ** of numpy scalars is C's pow
+            compute = "float32" if _is16(d) else d.name  # (np.power may take sqrt for 0.5: NaN at -inf)
+            return f"{self.rnd(d)}(np.{compute}({self.conv(e.lhs, d)}) ** np.{compute}({self.conv(e.rhs, d)}))"
         if e.op == "**":
             return f"_powi({self.conv(e.lhs, d)}, {const_value(e.rhs)}, {self.rnd(d)})"
         a, b = self.conv(e.lhs, d), self.conv(e.rhs, d)

@@ -178,6 +178,11 @@ SCOPE = Scope({**{n: "array" for n in ARRAY_TYPES}, "i": "iter", "N": "param", "
     ("s32 * 2.0", S(FLOAT64)),         # s32 is an int32 scalar: a weak float makes it float64
     ("s32 + 1", S(INT32)),
     ("f[i] ** -2", S(FLOAT32)),
+    ("f[i] ** 0.5", S(FLOAT32)),       # a float or variable exponent is pow(x, y): the promoted float type
+    ("f[i] ** i", S(FLOAT32)),
+    ("pow(h[i], d[i])", S(FLOAT64)),
+    ("i32[i] ** 0.5", S(FLOAT64)),
+    ("pow(bh[i], 2.0)", S(BFLOAT16)),
 ])
 def test_expression_types(text: str, want: VType) -> None:
     e = parse_expr(text, SCOPE)
@@ -490,6 +495,65 @@ def test_functions_agree(dt: str, tol: float) -> None:
     for k, e in enumerate(expect):
         np.testing.assert_allclose(ref["C"][:, k].astype(np.float64), e, rtol=10 * tol, atol=10 * tol,
                                    err_msg=FUNCS[k])
+
+
+def test_pow_needs_a_float_unless_the_exponent_is_an_integer_constant() -> None:
+    """An integer constant exponent is exact repeated products; any other is C's ``pow``, which needs a
+    float operand (numpy's integer power fails on negative exponents)."""
+    assert parse_expr("pow(f[i], 0.5)", SCOPE) == parse_expr("f[i] ** 0.5", SCOPE)
+    for text in ("i32[i] ** i", "pow(i8[i], i32[i])", "i ** N"):
+        with pytest.raises(pt.TypeCheckError, match="cast the base to a float"):
+            infer(parse_expr(text, SCOPE), lambda a: ARRAY_TYPES[a], lambda s: INT32)
+
+
+POW_BASES = [-2.0, -2.0, -0.5, 0.0, -0.0, 0.0, 1.0, 2.5, -1.0, float("nan"), 4.0, -float("inf"), 3.0, -3.0, 1e-3, 7.0]
+POW_EXPONENTS = [3.0, 0.5, 2.0, -1.0, 0.5, 0.0, float("nan"), 1.5, float("inf"), 0.0, -0.5, 0.5, 2.0, -2.0, 1.7, 0.25]
+
+
+def _pow_program(dt: str) -> pt.Program:
+    p = pt.Program(f"pow_{dt}", params=["N"])
+    for a in "AB":
+        p.array(a, ("N",), dt)
+    p.array("C", ("N", 3), dt)
+    with p.loop("i", 0, "N"):
+        p.assign("C[i, 0] = A[i] ** B[i]")
+        p.assign("C[i, 1] = A[i] ** 0.5")
+        p.assign("C[i, 2] = pow(A[i], float32(i) / 4)")
+    return p
+
+
+def _pow_expected(dt: str) -> np.ndarray:
+    """C's pow, through ** on numpy scalars (np.power of an array by 0.5 takes a square root instead)."""
+    t = np.dtype(dt).type
+    with np.errstate(all="ignore"):
+        return np.array([[t(x) ** t(y), t(x) ** t(0.5), t(x) ** t(np.float32(i) / 4)]
+                         for i, (x, y) in enumerate(zip(POW_BASES, POW_EXPONENTS))], dt)
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("dt, tol", [("float64", 1e-15), ("float32", 1e-6), ("float16", 1e-3)])
+def test_pow_agrees_with_numpy(dt: str, tol: float) -> None:
+    """NaN for a finite negative base and a non-integer exponent, the sign of odd integer powers, C's
+    special cases (pow(x, 0) = pow(1, y) = 1, pow(-inf, 0.5) = inf): compiled code, reference, numpy."""
+    n = len(POW_BASES)
+    args = {"A": np.array(POW_BASES, dt), "B": np.array(POW_EXPONENTS, dt), "C": np.zeros((n, 3), dt)}
+    ref = assert_agree(_pow_program(dt), args, exact=False, rtol=tol, atol=tol)
+    np.testing.assert_allclose(ref["C"], _pow_expected(dt), rtol=tol, atol=tol, equal_nan=True)
+    assert np.isnan(ref["C"][0:2, 1]).tolist() == [True, True] and ref["C"][0, 0] == -8.0
+
+
+@pytest.mark.interp
+@pytest.mark.parametrize("dt, tol", [("float64", 1e-13), ("float32", 1e-6)])
+def test_pow_in_triton_agrees_with_the_reference(dt: str, tol: float) -> None:
+    """Triton has no pow: exp(y log|x|) in float64 with the sign and NaN cases of C's pow."""
+    n = len(POW_BASES)
+    args = {"A": np.array(POW_BASES, dt), "B": np.array(POW_EXPONENTS, dt), "C": np.zeros((n, 3), dt)}
+    got, ref = {k: v.copy() for k, v in args.items()}, {k: v.copy() for k, v in args.items()}
+    p = _pow_program(dt)
+    pt.compile(p, target="nvgpu")(**got)
+    pt.reference(p, **ref)
+    np.testing.assert_allclose(got["C"], ref["C"], rtol=tol, atol=tol, equal_nan=True)
+    np.testing.assert_allclose(got["C"], _pow_expected(dt), rtol=tol, atol=tol, equal_nan=True)
 
 
 INT_FUNCS = ["abs(A[i])", "min(A[i], B[i])", "max(A[i], B[i])", "floor(A[i])", "ceil(A[i])",

@@ -64,7 +64,7 @@ def _in_loops(body: str) -> Callable[[], None]:
     ("B[i] = A[i, j, 0]", pt.TypeCheckError, ["'A'", "rank 2", "A[i, j, 0]"]),
     ("B[i] = exp(A[i, j], 2.0)", pt.ParseError, ["exp()", "1 argument"]),
     ("B[i] = where(A[i, j], 1.0, 2.0)", pt.TypeCheckError, ["where(A[i, j], 1.0, 2.0)", "bool"]),
-    ("B[i] = A[i, j] ** s", pt.TypeCheckError, ["A[i, j] ** s", "integer constant"]),
+    ("B[i] = i ** j", pt.TypeCheckError, ["i ** j", "integer constant"]),
     ("B[i] = i ** -2", pt.TypeCheckError, ["negative power"]),
     ("B[0:2] = 1.0", pt.ParseError, ["slices"]),
     ("s = 1.0", pt.ParseError, ["array element"]),

@@ -178,6 +178,8 @@ class TritonExprPrinter:
             return f"({self.conv(e.lhs, od)} {e.op} {self.conv(e.rhs, od)})"
         if e.op in ("and", "or"):
             return f"({self.conv(e.lhs, BOOL)} {'&' if e.op == 'and' else '|'} {self.conv(e.rhs, BOOL)})"
+        if e.op == "**" and const_value(e.rhs) is None:
+            return self.power(e, d)
         if e.op == "**":
             n = int(const_value(e.rhs) or 0)
             x = self.conv(e.lhs, d)
@@ -195,6 +197,13 @@ class TritonExprPrinter:
             fn = "pt__floordiv" if e.op == "//" else "pt__mod"
             return f"{fn}({a}, {b})"
         return self.rnd(d, f"({a} {e.op} {b})")
+
+    def power(self, e: Binary, d: DType) -> str:
+        """``x ** y`` with a float or variable exponent (a float type): ``pt__pow`` in float64 (exp and log
+        in float32 would lose bits), rounded back; literals become tensors for the helper's selects."""
+        args = ", ".join(f"tl.full((), {_float_literal(float(a.value))}, tl.float64)" if isinstance(a, Const)
+                         else self.conv(a, FLOAT64) for a in (e.lhs, e.rhs))
+        return self.cast(f"pt__pow({args})", FLOAT64, d)
 
     def call(self, e: Call, d: DType) -> str:
         f = e.func
@@ -256,6 +265,19 @@ def pt__tanh(x):
     e = tl.exp(-2.0 * tl.abs(x))
     t = (1.0 - e) / (1.0 + e)
     return tl.where(x < 0, -t, t)
+
+
+def pt__pow(x, y):
+    """C's pow (numpy's power) from exp and log: the sign of an odd integer power of a negative base, NaN
+    for a finite negative base and a non-integer exponent, 1 for pow(x, 0), pow(1, y) and pow(-1, +-inf)."""
+    r = tl.exp(y * tl.log(tl.abs(x)))
+    whole = tl.floor(y) == y
+    half = y * 0.5
+    odd = tl.where(whole, tl.floor(half) != half, False)  # selects, not `&`: 0-d operands in the interpreter
+    nan = tl.where(x == -float("inf"), r, float("nan"))
+    r = tl.where(x < 0, tl.where(odd, -r, tl.where(whole, r, nan)), r)
+    r = tl.where(tl.abs(y) == float("inf"), tl.where(x == -1, 1.0, r), r)
+    return tl.where(y == 0, 1.0, tl.where(x == 1, 1.0, r))
 
 
 def pt__round_bf16(x):

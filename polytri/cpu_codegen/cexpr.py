@@ -26,7 +26,7 @@ _C_OP = {"and": "&&", "or": "||"}
 EMITTED_NAMES = frozenset({
     "bool", "true", "false", "float", "double", "int", "_Float16", "int8_t", "uint8_t", "int32_t", "int64_t", "uint16_t",
     "uint32_t", "INT64_C", "INFINITY", "NAN", "omp_get_max_threads", "memcpy", "isnan", "fabs", "fabsf", "nearbyint", "nearbyintf", "floor",
-    "floorf", "ceil", "ceilf", "exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "erf", "erff",
+    "floorf", "ceil", "ceilf", "exp", "expf", "log", "logf", "sqrt", "sqrtf", "pow", "powf", "tanh", "tanhf", "erf", "erff",
     "fmod", "fmodf", "copysign", "copysignf", "restrict", "const", "void", "static", "inline",
     "aligned_alloc", "free", "NULL", "omp_get_num_threads", "omp_get_thread_num", "sizeof",
 })
@@ -206,7 +206,9 @@ class CExprPrinter:
             return binop(e.op, self.conv(e.lhs, od), self.conv(e.rhs, od))
         if e.op == "**":
             n = const_value(e.rhs)
-            return call(f"pt__powi_{d.name}", self.conv(e.lhs, d), c_int(int(n or 0)))
+            if n is None:  # a float or variable exponent (a float type): the C library's pow
+                return self.rnd(d, call("powf" if d.c_compute == "float" else "pow", self.conv(e.lhs, d), self.conv(e.rhs, d)))
+            return call(f"pt__powi_{d.name}", self.conv(e.lhs, d), c_int(n))
         a, b = self.conv(e.lhs, d), self.conv(e.rhs, d)
         if e.op in ("//", "%"):
             if d.kind == "f":

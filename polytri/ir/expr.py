@@ -20,6 +20,8 @@ FUNCTIONS: dict[str, int] = {
     "exp": 1, "log": 1, "sqrt": 1, "abs": 1, "tanh": 1, "sigmoid": 1, "erf": 1, "floor": 1, "ceil": 1,
     "round": 1, "min": 2, "max": 2, "where": 3,
 }
+#: Functions that are another spelling of a binary operator: ``pow(x, y)`` is ``x ** y``.
+OPERATOR_FUNCTIONS: dict[str, str] = {"pow": "**"}
 
 VarKind = Literal["iter", "param", "scalar"]
 

@@ -13,7 +13,7 @@ from ..errors import ProgramError
 #: the macros and functions of the headers it includes that it uses) or the reference's generated Python.
 ISL_WORDS = {"and", "or", "not", "implies", "mod", "floor", "ceil", "floord", "ceild", "min", "max", "exists",
              "infty", "rat", "true", "false", "NaN", "nan", "inf", "domain", "range"}
-LANGUAGE_WORDS = {"where", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "erf", "round"} | set(dtypes.ALL) | set(dtypes.ALIASES)
+LANGUAGE_WORDS = {"where", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "erf", "round", "pow"} | set(dtypes.ALL) | set(dtypes.ALIASES)
 C_WORDS = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
     "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
@@ -22,7 +22,7 @@ C_WORDS = {
     "OVERFLOW", "UNDERFLOW", "TLOSS", "PLOSS", "math_errhandling", "errno", "assert", "offsetof", "memcpy",
     "isnan", "isinf", "isfinite", "isnormal", "signbit", "fpclassify", "isgreater", "isgreaterequal", "isless",
     "islessequal", "islessgreater", "isunordered", "fabs", "fabsf", "expf", "logf", "sqrtf", "tanhf", "erff",
-    "floorf", "ceilf", "fmod", "fmodf", "copysign", "copysignf",
+    "floorf", "ceilf", "powf", "fmod", "fmodf", "copysign", "copysignf",
 }
 PY_WORDS = {"np", "math", "int", "float", "type"}
 RESERVED = ISL_WORDS | LANGUAGE_WORDS | C_WORDS | PY_WORDS

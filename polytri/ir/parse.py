@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from .. import dtypes
 from ..errors import NameResolutionError, ParseError, caret
-from .expr import FUNCTIONS, Access, Binary, Call, Cast, Const, Expr, Unary, Var
+from .expr import FUNCTIONS, OPERATOR_FUNCTIONS, Access, Binary, Call, Cast, Const, Expr, Unary, Var
 
 NameKind = Literal["array", "scalar", "param", "iter"]
 
@@ -133,6 +133,10 @@ class _Converter:
             if len(args) != 1:
                 raise self.fail(node, f"cast {fname}() takes one argument, got {len(args)}")
             return Cast(dtypes.dtype(fname).name, args[0])
+        if fname in OPERATOR_FUNCTIONS:
+            if len(args) != 2:
+                raise self.fail(node, f"{fname}() takes 2 arguments, got {len(args)}")
+            return Binary(OPERATOR_FUNCTIONS[fname], args[0], args[1])
         if fname not in FUNCTIONS:
             raise self.fail(node.func, f"unknown function {fname!r}; known: {', '.join(FUNCTIONS)}",
                             NameResolutionError)

@@ -97,12 +97,22 @@ class Typer:
             return dtypes.true_div(a, b)
         if e.op == "**":
             n = const_value(e.rhs)
-            if n is None:
-                raise TypeCheckError(f"in {expr_to_str(e)}: the exponent of ** must be an integer constant")
+            if n is None:  # a float or variable exponent: C's pow
+                return self.power(e, a, b)
             if n < 0 and a.dtype.kind != "f":
                 raise TypeCheckError(f"in {expr_to_str(e)}: negative power of an integer")
             return VType(INT64, a.weak) if a.dtype is BOOL else a
         return dtypes.arith(a, b)
+
+    @staticmethod
+    def power(e: Binary, base: VType, exponent: VType) -> VType:
+        """``x ** y`` whose exponent is not an integer constant (C's ``pow``): the promoted type, which must be a float (numpy's integer power with a variable
+        exponent, which fails on negative exponents, is not in the language: cast to a float first)."""
+        t = dtypes.promote(base, exponent)
+        if t.dtype.kind != "f":
+            raise TypeCheckError(f"in {expr_to_str(e)}: the exponent of an integer ** must be an integer "
+                                 f"constant; cast the base to a float type, e.g. float64(x) ** y")
+        return t
 
     def call(self, e: Call) -> VType:
         ts = [self(a) for a in e.args]
