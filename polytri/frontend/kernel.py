@@ -1,8 +1,8 @@
 """``@pt.kernel``: a restricted Python function becomes a :class:`~polytri.ir.program.Program`.
 
 The subset (see ``docs/kernel.md``): ``for v in range(lo, hi[, step])`` with affine bounds and a literal
-step, ``if``/``elif``/``else`` with affine conditions (``and``, ``or``, ``not`` and chained comparisons included), and assignments or
-augmented assignments to array elements; ``assert`` on the parameters at the top level becomes an
+step, ``if``/``elif``/``else`` with affine conditions (``and``, ``or``, ``not`` and chained comparisons included), assignments or
+augmented assignments to array elements, and scalar locals (``t = ...``, substituted where read); ``assert`` on the parameters at the top level becomes an
 assumption (``Program.assume``).  Docstrings, ``pass`` and ``...`` are ignored.  The function is
 never run: its source is read with :mod:`inspect`, parsed with :mod:`ast` and replayed on a
 :class:`~polytri.ir.builder.ProgramBuilder`, so every check of the builder applies.  Every error points

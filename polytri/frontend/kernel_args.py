@@ -8,8 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ProgramError
 from ..ir.builder import ProgramBuilder
 from ..ir.expr import FUNCTIONS
+from ..ir.names import check_identifier
 from .annotations import ArraySpec, ArrayType
 from .kernel_source import Source, located
 
@@ -26,6 +28,8 @@ class Signature:
 
 
 def _shape_names(entry: object) -> list[str]:
+    if isinstance(entry, tuple):
+        return [n for e in entry for n in _shape_names(e)]
     if not isinstance(entry, str):
         return []
     try:
@@ -97,6 +101,15 @@ def _implicit_params(kinds: list[_Argument]) -> list[str]:
     return implicit
 
 
+def _check_name(src: Source, name: str, what: str, node: ast.AST) -> None:
+    """A name the program would reject (``c1``, ``_fict_``, ``min``), at the argument that declares it."""
+    try:
+        check_identifier(name, what)
+    except ProgramError as exc:
+        raise src.error(node, f"{exc}; rename it: a kernel's arguments keep their names in the program, whose "
+                              f"compiled kernels and pt.reference take them as keywords", ProgramError) from None
+
+
 def declare_arguments(fn: Callable[..., Any], src: Source, fdef: ast.FunctionDef, name: str) -> tuple[ProgramBuilder, Signature]:
     """A builder with the function's arrays, scalars and parameters declared, and the call signature."""
     a = fdef.args
@@ -108,6 +121,11 @@ def declare_arguments(fn: Callable[..., Any], src: Source, fdef: ast.FunctionDef
     kinds = [_argument(fn, src, par, nodes.get(par.name, fdef)) for par in inspect.signature(fn).parameters.values()]
     params = [k[0] for k in kinds if k[1] == "param"]
     implicit = _implicit_params(kinds)
+    for pname, kind, spec in kinds:
+        _check_name(src, pname, {"param": "parameter"}.get(kind, kind), nodes.get(pname, fdef))
+        for n in _shape_names(spec.shape) if kind == "array" else []:
+            if n in implicit:
+                _check_name(src, n, "parameter", nodes.get(pname, fdef))
     with located(src, fdef):
         p = ProgramBuilder(name, params=params + implicit)
     for pname, kind, spec in kinds:

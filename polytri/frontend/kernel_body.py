@@ -12,12 +12,14 @@ from typing import Any
 from .. import dtypes
 from ..errors import NameResolutionError, ParseError, PolytriError, ProgramError
 from ..ir.builder import ProgramBuilder
-from ..ir.expr import FUNCTIONS
+from ..ir.expr import FUNCTIONS, OPERATOR_FUNCTIONS
+from ..ir.names import check_identifier
 from .kernel_args import Signature
+from .kernel_locals import Locals, assigned_names
 from .kernel_source import Source, located
 
 _SUBSET = ("a @pt.kernel body may only contain `for v in range(lo, hi)` loops, `if`/`else` with affine "
-           "conditions, and assignments to array elements (A[i] = ..., A[i] += ...)")
+           "conditions, assignments to array elements (A[i] = ..., A[i] += ...) and scalar locals (t = ...)")
 
 #: Statements outside the subset, and what to say about them.
 _UNSUPPORTED: dict[type, str] = {
@@ -39,9 +41,23 @@ _UNSUPPORTED: dict[type, str] = {
     ast.Global: "'global' is not supported: kernels only see their arguments",
     ast.Nonlocal: "'nonlocal' is not supported: kernels only see their arguments",
     ast.Delete: "'del' is not supported",
-    ast.AnnAssign: "annotated assignments are not supported: kernels have no local variables",
+    ast.AnnAssign: "annotated assignments are not supported: write a local without annotation (t = ...)",
 }
 
+
+
+def _valid_name(name: str) -> bool:
+    """Whether the builder accepts ``name`` (not reserved for isl, C or generated code)."""
+    try:
+        check_identifier(name, "iterator")
+    except ProgramError:
+        return False
+    return True
+
+
+def _is_function(name: str) -> bool:
+    """A function or cast of the expression language."""
+    return name in FUNCTIONS or name in dtypes.ALL or name in dtypes.ALIASES
 
 
 # -- the body ----------------------------------------------------------------------------------------
@@ -99,10 +115,14 @@ class Translator:
         """Number of enclosing ``if`` blocks."""
         self.written = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(fdef)
                                                                                      if isinstance(a, ast.arg)}
+        self.locals = Locals(src, frozenset(assigned_names(fdef.body)))
+        """Scalar locals (``t = A[i] * 2``): substituted where they are read."""
 
     def text(self, node: ast.AST) -> str:
-        """Source text of ``node`` for the builder, with renamed loop variables substituted."""
-        synthetic = getattr(node, "_pt_synthetic", False)
+        """Source text of ``node`` for the builder, with locals and renamed loop variables substituted."""
+        substituted = self.locals.substitute(node)
+        synthetic = getattr(node, "_pt_synthetic", False) or substituted is not node
+        node = substituted
         if not any(isinstance(n, ast.Name) and n.id in self.rename for n in ast.walk(node)):
             return ast.unparse(node) if synthetic else self.src.segment(node)
         rename = self.rename
@@ -117,8 +137,9 @@ class Translator:
         return ast.unparse(Sub().visit(copy.deepcopy(node)))
 
     def fresh(self, var: str) -> str:
-        """A program name for a loop variable starting with '_' (reserved for generated code)."""
-        cand = (var.strip("_") or "it") + "_"
+        """A program name for a loop variable whose name is reserved in the IR (``_t``, ``c1``, ``min``)."""
+        base = var.strip("_") or "it"
+        cand = base + "_" if _valid_name(base + "_") else f"it_{base}_"
         while cand in self.written or cand in self.known or any(cand in v for v in self.rename.values()):
             cand += "_"
         return cand
@@ -133,7 +154,9 @@ class Translator:
         for n in names:  # the first unknown name in reading order
             if n.id in self.known or n.id in self.iters or n.id in self.rename:
                 continue
-            if id(n) in calls and (n.id in FUNCTIONS or n.id in dtypes.ALL or n.id in dtypes.ALIASES):
+            if isinstance(n.ctx, ast.Load) and self.locals.check_read(n):
+                continue
+            if id(n) in calls and (_is_function(n.id) or n.id in OPERATOR_FUNCTIONS):
                 continue
             if n.id in FUNCTIONS or n.id in dtypes.ALL or n.id in dtypes.ALIASES:
                 continue  # a function used without a call: the builder says so
@@ -215,7 +238,10 @@ class Translator:
                                       f"use another name", ProgramError)
         saved = dict(self.rename)
         step = self.step(it)
-        if var.startswith("_") or step != 1:  # `_` is reserved in the IR; a step needs a counter of its own
+        if var in self.locals.everywhere:
+            raise self.fail(s.target, f"loop variable {var!r} is also assigned as a local; use another name")
+        if step != 1 or (var not in self.known and not _valid_name(var)):
+            # names reserved in the IR (`_`, `_fict_`, `c1`) are renamed; a step needs a counter of its own
             self.rename[var] = self.fresh(var)
         name = self.rename.get(var, var)
         if step != 1:
@@ -229,6 +255,7 @@ class Translator:
             with located(self.src, s.target if var in self.known or var in self.iters else it):
                 stack.enter_context(self.p.loop(name, bounds[0], bounds[1]))
             self.iters.append(var)
+            stack.enter_context(self.locals.loop(var, s))
             try:
                 self.body(s.body)
             finally:
@@ -237,9 +264,11 @@ class Translator:
 
     def if_(self, s: ast.If) -> None:
         self.check_names(s.test)
-        self.guarded(_paths(s.test, True), s.body)
+        rebound: tuple[set[str], set[str]] = (set(), set())
+        self.guarded(_paths(s.test, True), s.body, rebound[0])
         if s.orelse:
-            self.guarded(_paths(s.test, False), s.orelse)
+            self.guarded(_paths(s.test, False), s.orelse, rebound[1])
+        self.locals.after_if(s, *rebound)
 
     def assumption(self, s: ast.Assert) -> None:
         """``assert N >= 1`` at the top level: an assumption on the parameters (``Program.assume``)."""
@@ -253,21 +282,24 @@ class Translator:
             with located(self.src, atom):
                 self.p.assume(self.text(atom))
 
-    def guarded(self, paths: list[Path], stmts: list[ast.stmt]) -> None:
+    def guarded(self, paths: list[Path], stmts: list[ast.stmt], rebound: set[str]) -> None:
+        """``stmts`` once per path; ``rebound`` collects the locals they assign."""
         self.guards += 1
         try:
-            self._guarded(paths, stmts)
+            self._guarded(paths, stmts, rebound)
         finally:
             self.guards -= 1
 
-    def _guarded(self, paths: list[Path], stmts: list[ast.stmt]) -> None:
+    def _guarded(self, paths: list[Path], stmts: list[ast.stmt], rebound: set[str]) -> None:
         for path in paths:
             with contextlib.ExitStack() as stack:
+                branch = stack.enter_context(self.locals.branch())
                 for atom, negate in path:
                     text = self.text(atom)
                     with located(self.src, atom):
                         stack.enter_context(self.p.when(text, negate=negate))
                 self.body(stmts)
+            rebound |= branch
 
     def assign(self, s: ast.Assign | ast.AugAssign) -> None:
         targets = s.targets if isinstance(s, ast.Assign) else [s.target]
@@ -275,11 +307,30 @@ class Translator:
             raise self.fail(s, "chained assignment (A[i] = B[i] = ...) is not supported; write two statements")
         target = targets[0]
         if isinstance(target, ast.Name):
-            raise self.fail(s, f"assignment to the plain variable {target.id!r} is not supported: kernels have no "
-                               f"local variables; assign to an array element (A[i] = ...) or inline the expression")
+            return self.local(s, target)
         if not isinstance(target, ast.Subscript):
-            raise self.fail(target, "the target of an assignment must be an array element, like A[i, j]")
+            raise self.fail(target, "the target of an assignment must be an array element (A[i, j]) or a name (a "
+                                    "local: t = ...)")
         self.check_names(s)
         with located(self.src, s):
             self.p.assign(self.text(s))
+        if isinstance(target.value, ast.Name):
+            self.locals.array_written(target.value.id, s.lineno)
+
+    def local(self, s: ast.Assign | ast.AugAssign, target: ast.Name) -> None:
+        """``t = expr`` or ``t += expr``: a scalar local, substituted where it is read."""
+        name = target.id
+        if name in self.known:
+            raise self.fail(target, f"cannot assign to the argument {name!r}: arrays, scalars and parameters are "
+                                    f"read-only names in a kernel (store into an array element: A[i] = ...)")
+        if name in self.iters or name in self.rename:
+            raise self.fail(target, f"cannot assign to the loop variable {name!r}")
+        if _is_function(name) or name in OPERATOR_FUNCTIONS:
+            raise self.fail(target, f"a local cannot be named {name!r}: it is one of polytri's functions or types")
+        value = s.value
+        if isinstance(s, ast.AugAssign):  # t += e reads t
+            read = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), target)
+            value = ast.copy_location(ast.BinOp(left=read, op=s.op, right=s.value), s)
+        self.check_names(value)
+        self.locals.assign(name, value, s.lineno)
 

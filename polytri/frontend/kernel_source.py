@@ -47,6 +47,10 @@ class Source:
         shown = caret(stripped.rstrip(), col - indent, width=max(1, width))
         return f'File "{self.filename}", line {self.first + rel - 1}, in @pt.kernel {self.function}:\n{shown}'
 
+    def line(self, lineno: int) -> int:
+        """The line number in the file of line ``lineno`` of the parsed text."""
+        return self.first + lineno - self.offset - 1
+
     def error(self, node: ast.AST, message: str, cls: type[PolytriError] = ParseError) -> PolytriError:
         return cls(f"{self.where(node)}\n{message}")
 
