@@ -171,3 +171,28 @@ def test_a_quantized_model_exports(tmp_path: pathlib.Path) -> None:
     run = pt.load(pt.export(model, (x,), tmp_path / "int8-cnn"))
     with torch.no_grad():
         torch.testing.assert_close(run(x), model(x), rtol=0, atol=1e-5)
+
+
+def test_weights_scaled_along_another_axis_stay_in_float() -> None:
+    """A weight quantized per channel along its input dimension has no one scale per output channel: the
+    contraction stays in float (on dequantized values), and equals eager."""
+    torch.manual_seed(3)
+    w = torch.randint(-127, 128, (6, 4, 3, 3), dtype=torch.int8)
+    lw = torch.randint(-127, 128, (5, 6), dtype=torch.int8)
+    conv_scales, lin_scales = torch.rand(4) * 0.01 + 0.001, torch.rand(6) * 0.01 + 0.001
+
+    def f(x: torch.Tensor, w: torch.Tensor, cs: torch.Tensor, lw: torch.Tensor, ls: torch.Tensor) -> torch.Tensor:
+        xd = qd.dequantize_per_tensor.default(qd.quantize_per_tensor.default(x, 0.02, 5, 0, 255, torch.uint8),
+                                              0.02, 5, 0, 255, torch.uint8)
+        wd = qd.dequantize_per_channel.default(w, cs, None, 1, -128, 127, torch.int8)
+        y = torch.nn.functional.conv2d(xd, wd, padding=1).mean((2, 3))
+        yq = qd.quantize_per_tensor.default(y, 0.05, 0, 0, 255, torch.uint8)
+        yd = qd.dequantize_per_tensor.default(yq, 0.05, 0, 0, 255, torch.uint8)
+        return torch.nn.functional.linear(yd, qd.dequantize_per_channel.default(lw, ls, None, 1, -128, 127, torch.int8))
+
+    args = (torch.randn(2, 4, 6, 6), w, conv_scales, lw, lin_scales)
+    report = pt.explain(f, *args, compile_options={"target": "cpu"})
+    assert report.fallback_ops == [], str(report)
+    assert not any("int32" in r for k in report.kernels for r in k.rewrites), str(report)
+    expected = f(*args)
+    torch.testing.assert_close(report.result, expected, rtol=1e-4, atol=1e-4 * float(expected.abs().max()))

@@ -143,7 +143,8 @@ def _quantized_product(ctx: SegmentLowering, node: fx.Node, a_node: object, b_no
     """``A @ B (+ bias)`` of a dequantized activation (per tensor) and weight in integers
     (:mod:`.torch_quant_contraction`); ``None`` where the factors are not both dequantized 2-D tensors."""
     x, w = quantized(ctx, a_node), quantized(ctx, b_node)
-    if x is None or w is None or x.zero_value is None or x.q.rank != 2 or w.q.rank != 2:
+    if (x is None or w is None or x.zero_value is None or not x.per_tensor or x.q.rank != 2 or w.q.rank != 2
+            or not w.scales_along(1)):
         return None
     shape = ctx.out(node)[0]
     record(ctx, node, x, w)
@@ -299,7 +300,8 @@ def _quantized_convolution(ctx: SegmentLowering, node: fx.Node, conv: _Conv, bia
     x, w = quantized(ctx, node.args[0]), quantized(ctx, node.args[1])
     shape = ctx.out(node)[0]
     static = all(str(e).isdigit() for e in shape) and x is not None and all(str(e).isdigit() for e in x.q.shape)
-    if x is None or w is None or x.zero_value is None or ctx.on_gpu() or not static:
+    if (x is None or w is None or x.zero_value is None or not x.per_tensor or not w.scales_along(0)
+            or ctx.on_gpu() or not static):
         return None
     record(ctx, node, x, w)
     wq = shifted(w)

@@ -47,6 +47,13 @@ class Quantized:
     """The zero point when it is one number for the whole tensor."""
     per_tensor: bool = False
     """One scale and zero point for the whole tensor: any view of it is quantized alike."""
+    axis: int | None = None
+    """The dimension along which a per-channel tensor's scales vary (``None`` per tensor)."""
+
+    def scales_along(self, dim: int) -> bool:
+        """Whether the scale varies along ``dim`` at most (a contraction's output channel): the scale of an
+        output element is then the factor's scale at that channel."""
+        return self.per_tensor or self.axis == dim
 
 
 def quantized(ctx: SegmentLowering, node: object) -> Quantized | None:
@@ -78,7 +85,7 @@ def _per_channel(ctx: SegmentLowering, node: fx.Node) -> Quantized | None:
 
     def scale(idx: Index) -> str:
         return cast(scales.load((idx[axis],)), scales.dtype, F32)
-    return Quantized(q, zero, scale, 0 if zps is None else None)
+    return Quantized(q, zero, scale, 0 if zps is None else None, axis=axis)
 
 
 def _readable(ctx: SegmentLowering, node: fx.Node) -> bool:
@@ -115,7 +122,7 @@ def _permuted(v: Quantized, dims: list[int]) -> Quantized:
         return tuple(idx[dims.index(d)] for d in range(len(dims)))
     shape = tuple(v.q.shape[d] for d in dims)
     return Quantized(view_of(v.q, shape, src), lambda idx: v.zero(src(idx)), lambda idx: v.scale(src(idx)),
-                     v.zero_value)
+                     v.zero_value, axis=None if v.axis is None else dims.index(v.axis))
 
 
 def shifted(w: Quantized) -> Val:
