@@ -147,11 +147,11 @@ def _quantized_product(ctx: SegmentLowering, node: fx.Node, a_node: object, b_no
             or not w.scales_along(1)):
         return None
     shape = ctx.out(node)[0]
-    record(ctx, node, x, w)
     wq = shifted(w)
     wsum = weight_sums(ctx, node.name + "_wsum", wq, shape[1], (wq.shape[0],), lambda it: (it[1], it[0]),
                        x.zero_value)
     sums = _product(ctx, node, x.q, wq, acc=torch.int32)
+    record(ctx, node, x, w)
     bl = broadcast(bias, shape) if bias is not None else None
     return requantized(sums, x.zero_value, wsum, lambda idx: idx[1],
                        lambda idx: f"({x.scale(idx)} * {w.scale(idx)})",
@@ -303,11 +303,11 @@ def _quantized_convolution(ctx: SegmentLowering, node: fx.Node, conv: _Conv, bia
     if (x is None or w is None or x.zero_value is None or not x.per_tensor or not w.scales_along(0)
             or ctx.on_gpu() or not static):
         return None
-    record(ctx, node, x, w)
     wq = shifted(w)
     wsum = weight_sums(ctx, node.name + "_wsum", wq, str(conv.cout), (str(conv.cin_g), str(conv.kh), str(conv.kw)),
                        lambda it: it, x.zero_value)
     sums = _conv_sums(ctx, node, conv, x.q, wq, torch.int32, lambda it: "0", literal(x.zero_value))
+    record(ctx, node, x, w)
     bl = broadcast(bias, (shape[1],)) if bias is not None else None
     return requantized(sums, x.zero_value, wsum, lambda idx: idx[1],
                        lambda idx: f"({x.scale(idx)} * {w.scale((idx[1], '0', '0', '0'))})",

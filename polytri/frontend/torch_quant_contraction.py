@@ -26,7 +26,7 @@ import torch.fx as fx
 from ..pipeline.decisions import Decision
 from .torch_args import as_float, as_int, as_ints
 from .torch_lower import HANDLERS, SegmentLowering, is_view, op_name
-from .torch_values import Index, Val, cast, literal, view_of
+from .torch_values import Index, LoweringError, Val, cast, literal, view_of
 
 I32 = torch.int32
 F32 = torch.float32
@@ -105,6 +105,8 @@ def _through_view(ctx: SegmentLowering, node: fx.Node, source: fx.Node) -> Quant
         ctx.values[source] = inner.q
         try:
             view = HANDLERS[op_name(node)].handler(ctx, node)
+        except LoweringError:  # the view of the integers cannot be lowered: the float path may still be
+            return None
         finally:
             if saved is None:
                 del ctx.values[source]
