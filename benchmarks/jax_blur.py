@@ -11,44 +11,25 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
+from frameworks import jax_case, median_ms  # this folder's side-by-side benchmark: the same blur and timer
 
 import polytri.jax as ptj
-
-
-def blur(img: Any) -> Any:
-    kernel = jnp.array([0.0625, 0.25, 0.375, 0.25, 0.0625], dtype=jnp.float32)
-    x = img.reshape(3, 1, img.shape[1], img.shape[2])
-    blurx = lax.conv_general_dilated(x, kernel.reshape(1, 1, 1, 5), (1, 1), "VALID")
-    return lax.conv_general_dilated(blurx, kernel.reshape(1, 1, 5, 1), (1, 1), "VALID")
-
-
-def median_ms(fn: Callable[[Any], Any], img: Any, calls: int = 5) -> float:
-    fn(img).block_until_ready()
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn(img).block_until_ready()
-        times.append(time.perf_counter() - t0)
-    return sorted(times)[calls // 2] * 1e3
 
 
 def main() -> None:
     threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     img = jax.random.uniform(jax.random.key(0), (3, 2048, 2048), dtype=jnp.float32)
+    blur = jax_case("blur")
     xla = jax.jit(blur)
     poly = ptj.jit(blur, compile_options={"target": "cpu", "threads": threads})
     np.testing.assert_allclose(np.asarray(xla(img)), np.asarray(poly(img)), rtol=1e-5, atol=1e-5)
     print(f"load average {os.getloadavg()[0]:.2f}; polytri on {threads} thread(s), XLA on its own threads")
     for _ in range(2):
-        x_ms, p_ms = median_ms(xla, img), median_ms(poly, img)
+        x_ms, p_ms = median_ms(xla, [img], 5), median_ms(poly, [img], 5)
         print(f"XLA {x_ms:.1f} ms, polytri {p_ms:.1f} ms: polytri {x_ms / p_ms:.1f}x faster")
 
 

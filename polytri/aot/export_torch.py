@@ -54,21 +54,9 @@ def _compiling(writer: KernelWriter, options: TorchOptions) -> Any:
     return compile_and_keep
 
 
-def decompositions() -> Any:
-    """``torch.export``'s default decompositions, less the ops the torch frontend lowers whole (those
-    ``aot_autograd`` keeps for ``pt.jit``): composite ops such as ``conv2d`` still decompose, as there."""
-    from ..frontend.torch_backend import KEEP_WHOLE
-    table = torch.export.default_decompositions()
-    for op in list(table.keys()):
-        composite = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(),
-                                                                   torch._C.DispatchKey.CompositeImplicitAutograd)
-        if op.name().split("::")[-1].split(".")[0] in KEEP_WHOLE and not composite:
-            del table[op]
-    return table
-
-
 def _exported(fn: Any, args: tuple[Any, ...], dynamic: Dynamic | None) -> Any:
     """The ATen graph of ``fn`` on ``args``, through ``torch.export``."""
+    from ..frontend.torch_backend import export_decompositions
     from ..frontend.torch_explain import unwrap_compiled
     fn = unwrap_compiled(fn)
     module = fn if isinstance(fn, torch.nn.Module) else _FunctionModule(fn)
@@ -76,7 +64,7 @@ def _exported(fn: Any, args: tuple[Any, ...], dynamic: Dynamic | None) -> Any:
     try:
         with torch.no_grad():
             program = torch.export.export(module, args, dynamic_shapes=shapes)
-            program = program.run_decompositions(decompositions())
+            program = program.run_decompositions(export_decompositions())
     except Exception as exc:  # noqa: BLE001 - torch.export's many errors: name the cause, keep the message
         raise UnsupportedError(f"export: torch.export could not capture the function: {type(exc).__name__}: "
                                f"{exc}") from exc

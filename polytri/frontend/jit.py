@@ -39,14 +39,10 @@ def jit(fn: Callable[..., Any] | None = None, *, compile_options: Mapping[str, A
         backend = PolytriBackend(compile_options, keep_reports=True)  # its own: pt.explain reads its reports
         compiled = torch.compile(f, backend=backend, dynamic=dynamic)
         out = compiled if isinstance(f, torch.nn.Module) else functools.wraps(f)(compiled)
-        out.__dict__[JIT_OPTIONS] = dict(compile_options or {})
         out.__dict__[JIT_BACKEND] = backend
         return out
     return wrap(fn) if fn is not None else wrap
 
-
-JIT_OPTIONS = "_polytri_compile_options"
-"""The attribute of a ``pt.jit`` function or module that keeps its ``compile_options``."""
 
 JIT_BACKEND = "_polytri_backend"
 """The attribute of a ``pt.jit`` function or module that keeps its backend (and the reports of its graphs)."""
@@ -60,15 +56,13 @@ def explain(fn: Callable[..., Any], *args: Any, compile_options: Mapping[str, An
 
     For a ``pt.jit`` function or module (without other ``compile_options``), the report covers the graphs
     it has compiled, this call's included: what it compiled before is reported, not traced again.  Any
-    other function, a ``torch.compile`` one included, is compiled afresh for the report, with
-    ``compile_options`` or else its ``pt.jit`` wrapper's own."""
+    other function (a ``torch.compile`` one included), or a ``pt.jit`` one given other ``compile_options``,
+    is compiled afresh for the report."""
     from .torch_explain import explain as _explain
     from .torch_explain import explain_jit
     backend = getattr(fn, JIT_BACKEND, None)
     if compile_options is None and backend is not None:
         return explain_jit(fn, backend, *args, **kwargs)
-    if compile_options is None:
-        compile_options = getattr(fn, JIT_OPTIONS, None)
     return _explain(fn, *args, compile_options=compile_options, **kwargs)
 
 

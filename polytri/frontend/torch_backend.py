@@ -67,12 +67,29 @@ def recording(records: list[GraphReport]) -> Iterator[list[GraphReport]]:
             _RECORDERS.remove(records)
 
 
+def _kept_whole(op: Any) -> bool:
+    """Whether an ATen overload is one of :data:`KEEP_WHOLE` (whatever its overload)."""
+    return op.name().split("::")[-1].split(".")[0] in KEEP_WHOLE
+
+
 def decompositions() -> dict[Any, Callable[..., Any]]:
-    """Core ATen decompositions minus :data:`KEEP_WHOLE`."""
+    """Core ATen decompositions minus :data:`KEEP_WHOLE` (``pt.jit``'s, through ``aot_autograd``)."""
     from torch._decomp import core_aten_decompositions
     table = core_aten_decompositions()
-    return {op: fn for op, fn in table.items()
-            if op.name().split("::")[-1].split(".")[0] not in KEEP_WHOLE}
+    return {op: fn for op, fn in table.items() if not _kept_whole(op)}
+
+
+def export_decompositions() -> Any:
+    """``torch.export``'s default decompositions less :data:`KEEP_WHOLE`, for ``pt.export``: the same
+    ATen graph as ``pt.jit``'s.  Composite ops (``conv2d``, ``layer_norm``) still decompose, as they do in
+    ``aot_autograd`` whatever the table."""
+    table = torch.export.default_decompositions()
+    for op in list(table.keys()):
+        composite = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(),
+                                                                   torch._C.DispatchKey.CompositeImplicitAutograd)
+        if _kept_whole(op) and not composite:
+            del table[op]
+    return table
 
 
 def _record(report: GraphReport) -> None:
@@ -140,8 +157,6 @@ class PolytriBackend:
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, keep_reports: bool = False):
         self.options = check_options(options)
-        self.options_given = dict(options or {})
-        """The options as given (``options`` is their checked form)."""
         self.reports: list[GraphReport] | None = [] if keep_reports else None
         """The reports of the graphs compiled so far (when kept)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import types
 from collections.abc import Callable, Mapping
@@ -114,7 +115,7 @@ def explain_jit(fn: Callable[..., Any], backend: PolytriBackend, *args: Any, **k
     assert backend.reports is not None
     result = fn(*args, **kwargs)
     if not backend.reports:
-        return explain(fn, *args, compile_options=backend.options_given, **kwargs)
+        return explain(fn, *args, compile_options=dataclasses.asdict(backend.options), **kwargs)
     return report_of(list(backend.reports), result)
 
 

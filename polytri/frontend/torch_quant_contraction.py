@@ -135,11 +135,11 @@ def shifted(w: Quantized) -> Val:
 
 
 def weight_sums(ctx: SegmentLowering, base: str, w: Val, channels: str, terms: tuple[str, ...],
-                at: Callable[[Index], Index], zero: int) -> str:
+                at: Callable[[Index], Index], zero: int) -> str | None:
     """An int32 array of ``channels`` sums of ``w`` over ``terms`` (``at(channel, term...)`` is the index of
-    ``w``); returns its name.  Nothing when the activations' zero point ``zero`` is 0 (no correction)."""
+    ``w``); returns its name.  ``None`` when the activations' zero point ``zero`` is 0 (no correction)."""
     if zero == 0:
-        return ""
+        return None
     name = ctx.temp(base, (channels,), I32)
     ctx.emit(name, (channels,), lambda it, r: "0")
     ctx.emit(name, (channels, *terms), lambda it, r: w.load(at(it)), op="+=", index=lambda it: (it[0],))
@@ -155,11 +155,11 @@ def record(ctx: SegmentLowering, node: fx.Node, x: Quantized, w: Quantized) -> N
         {"activation": str(x.q.dtype), "weight": str(w.q.dtype), "zero_point": x.zero_value}))
 
 
-def requantized(sums: Val, zx: int, wsum: str, channel: Callable[[Index], str], scale: Callable[[Index], str],
+def requantized(sums: Val, zx: int, wsum: str | None, channel: Callable[[Index], str], scale: Callable[[Index], str],
                 bias: Callable[[Index], str] | None) -> Val:
     """The float32 result of integer ``sums``: ``float32(sum - zx * wsum[c]) * scale + bias``."""
     def load(idx: Index) -> str:
-        total = sums.load(idx) if zx == 0 else f"({sums.load(idx)} - {literal(zx)} * {wsum}[{channel(idx)}])"
+        total = sums.load(idx) if wsum is None else f"({sums.load(idx)} - {literal(zx)} * {wsum}[{channel(idx)}])"
         value = f"{cast(total, I32, F32)} * {scale(idx)}"
         return f"({value} + {bias(idx)})" if bias is not None else f"({value})"
     return Val(sums.shape, F32, load, ops=sums.ops + 4)
