@@ -27,7 +27,9 @@ def test_demo_quick_prints_agreeing_table(tmp_path):
     for kernel in ("gemm", "jacobi_2d", "blur"):
         row = next(line for line in out.splitlines() if line.startswith(kernel))
         assert row.rstrip().endswith("yes")
-    assert "void pt_gemm(" in out
+    shown = out[out.index("generated C for blur"):]
+    assert "static void pt_blur_par0(" in shown and "for (int64_t" in shown  # the loop nest, not the wrapper
+    assert "void pt_blur(" not in shown
     assert "compiled at the reference sizes" not in out  # --quick skips the large runs
 
 

@@ -11,7 +11,14 @@ import islpy as isl
 from ..ir.program import Program
 from ..pipeline.decisions import Decision, records
 from ..schedule.dependences import Dependences
-from ..schedule.schedule import Schedule
+from ..schedule.schedule import Schedule, map_text
+
+
+def schedule_lines(s: Schedule, statements: list[str]) -> list[str]:
+    """The schedule for reports: its origin, its map (one statement a line, in ``statements``' order) and
+    :func:`schedule_table`."""
+    return ([f"schedule ({s.origin}):"] + [f"  {line}" for line in map_text(s.map, statements)] + [""]
+            + schedule_table(s, statements))
 
 
 def schedule_table(s: Schedule, statements: list[str]) -> list[str]:
@@ -78,6 +85,4 @@ class CompiledKernel:
 
     def _schedule_report(self) -> list[str]:
         """The schedule, as a map and as a table of its dimensions."""
-        names = [st.name for st in self.program.statements]
-        return ([f"schedule ({self._schedule.origin}):", f"  {self._schedule.map}", ""]
-                + schedule_table(self._schedule, names))
+        return schedule_lines(self._schedule, [st.name for st in self.program.statements])

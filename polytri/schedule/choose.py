@@ -74,12 +74,22 @@ def _parallelism_lost(prog: Program, ours: Node, theirs: Node) -> str | None:
         return max(next((k for k, par in enumerate(p) if par), math.inf) for p in places)
     mine = {n: first_parallel(p) for n, p in enclosing_loops(ours).items()}
     base = {n: first_parallel(p) for n, p in enclosing_loops(theirs).items()}
-    worse = [f"{s.name} ({mine[s.name]} > {base[s.name]})" for s in prog.statements
-             if s.name in mine and s.name in base and mine[s.name] > base[s.name]]
+    worse: dict[tuple[float, float], list[str]] = {}
+    for s in prog.statements:
+        if s.name in mine and s.name in base and mine[s.name] > base[s.name]:
+            worse.setdefault((mine[s.name], base[s.name]), []).append(s.name)
     if not worse:
         return None
-    return (f"the Pluto schedule puts the outermost parallel loop of {', '.join(worse)} deeper than the input "
-            f"order (depth inf: none); the input order is kept")
+    return ("the input order has parallel loops further out than the Pluto schedule: its outermost parallel "
+            "loop is " + "; ".join(_parallel_depths(names, p, b) for (p, b), names in worse.items())
+            + " (loops counted from the outermost); the input order is kept")
+
+
+def _parallel_depths(names: list[str], pluto: float, original: float) -> str:
+    """``loop 2 of S0, S1, where the Pluto schedule has none`` (``pluto`` is ``inf`` for none); depths count
+    from 0, the text from 1."""
+    theirs = "has none" if math.isinf(pluto) else f"runs loop {int(pluto) + 1} in parallel"
+    return f"loop {int(original) + 1} of {', '.join(names)}, where the Pluto schedule {theirs}"
 
 
 def _locality_loss(prog: Program, pluto: Schedule, original: Schedule) -> str | None:

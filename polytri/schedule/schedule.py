@@ -7,6 +7,7 @@ generators can put ``omp parallel for``, ``omp simd`` or a GPU grid on them.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -55,6 +56,37 @@ class Schedule:
     @property
     def ndim(self) -> int:
         return len(self.parallel)
+
+
+def map_text(umap: isl.UnionMap, order: Sequence[str] = ()) -> list[str]:
+    """isl's text of ``umap`` as lines, one map per line when there are several, ordered by the statements
+    they map from (then to) in ``order`` (program order); names not in ``order`` follow, numbers in them
+    compared as numbers (``S2`` before ``S10``).  The lines still parse back to ``umap``."""
+    maps: list[isl.Map] = []
+    umap.foreach_map(maps.append)
+    if len(maps) < 2:
+        return [str(umap)]
+    rank = {name: k for k, name in enumerate(order)}
+
+    def key(name: str | None) -> tuple[int, tuple[tuple[int, str], ...]]:
+        if name is None:
+            return (-1, ())
+        if name in rank:
+            return (rank[name], ())
+        parts = re.split(r"(\d+)", name)
+        return (len(rank), tuple((int(p), "") if p.isdigit() else (-1, p) for p in parts if p))
+
+    def name(m: isl.Map, t: isl.dim_type) -> str | None:
+        return m.get_tuple_name(t) if m.has_tuple_name(t) else None
+
+    texts = []
+    head = ""
+    for m in sorted(maps, key=lambda m: (key(name(m, isl.dim_type.in_)), key(name(m, isl.dim_type.out)))):
+        text = str(m)
+        start, end = text.index("{"), text.rindex("}")
+        head = text[:start]
+        texts.append(text[start + 1:end].strip())
+    return [head + "{"] + [f"  {t}{';' if k < len(texts) - 1 else ''}" for k, t in enumerate(texts)] + ["}"]
 
 
 def time_dependences(schedule: isl.UnionMap, deps: isl.UnionMap) -> isl.Map | None:

@@ -101,13 +101,24 @@ def parse_sections(items: list[str], target: str | None) -> tuple[list[str], str
 
 
 def _schedule_text(kernel: Any) -> str:
-    from ..runtime.compiled import schedule_table
+    from ..runtime.compiled import schedule_lines
     s = kernel.schedule_info
-    names = [st.name for st in kernel.program.statements]
-    lines = [f"schedule ({s.origin}):", f"  {s.map}", ""] + schedule_table(s, names)
+    lines = schedule_lines(s, [st.name for st in kernel.program.statements])
     decisions = getattr(kernel, "decisions", None) or s.decisions  # the kernel's, when it exposes them
     if decisions:
         lines += ["", "decisions:"] + [f"  - {d}" for d in decisions]
+    return "\n".join(lines)
+
+
+def _dependences_text(kernel: Any) -> str:
+    """Flow, anti and output dependences, one pair of statements a line, in program order."""
+    from ..schedule.schedule import map_text
+    names = [st.name for st in kernel.program.statements]
+    lines = []
+    for kind in ("flow", "anti", "output"):
+        m = getattr(kernel.dependences, kind)
+        text = ["none"] if m.is_empty() else map_text(m, names)
+        lines += [f"{kind + ':':7s} {text[0]}"] + [f"        {t}" for t in text[1:]]
     return "\n".join(lines)
 
 
@@ -134,7 +145,7 @@ def render(kernel: Any, sections: list[str]) -> str:
         "c-file": lambda: kernel.source,
         "triton": lambda: kernel.source,
         "ir": lambda: program_to_text(kernel.program),
-        "deps": lambda: str(kernel.dependences),
+        "deps": lambda: _dependences_text(kernel),
         "schedule": lambda: _schedule_text(kernel),
         "explain": lambda: kernel.explain(),
     }
