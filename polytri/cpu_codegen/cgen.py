@@ -21,6 +21,7 @@ from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
 from .contraction import find_contraction, find_domain_contraction
 from .contraction_fusion import epilogue_iterators, zero_init_fuses
 from .contraction_model import Contraction
+from .dot_product import dot_product
 from .microkernel import micro_kernel
 from .packing import contraction_lines
 from .parallel_plan import MIN_WORK, RegionChoice, choose_region
@@ -206,7 +207,10 @@ class _Printer:
             runs = run_counts(n)
             if len(runs) == 1 and self.only_here(runs):
                 found = find_domain_contraction(self.p.statement(next(iter(runs))), self.p, self.exprs.t)
-        return found
+        if found is None:
+            return None
+        return replace(found, dot=dot_product(found.left, found.right, dtype=found.dtype.name, op=found.op,
+                                              program=self.p, simd=self.opts.simd))
 
     def loop(self, n: For, depth: int, in_parallel: bool, zero_init: bool = False,
              epilogue: tuple[Statement, tuple[tuple[str, str], ...]] | None = None) -> None:
@@ -405,8 +409,9 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     head = f"void {function}({', '.join(_signature(program))})"
     body = "\n".join(pr.lines)
     banner = comment(f"polytri: program {program.name}, target cpu") + "\n"
-    used = sorted({(c.dtype.name, c.op) for c in pr.contractions})
-    kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd, options.fma) for t, op in used)
+    used = {(c.dtype.name, c.op, c.dot) for c in pr.contractions}
+    kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd, options.fma, dot)
+                      for t, op, dot in sorted(used, key=lambda u: (u[0], u[1], u[2] is not None)))
     outlined = "\n".join(pr.outlined)
     unique: list[Contraction] = []  # a nest inside a parallel loop is printed twice: outlined, and inline
     for c in pr.contractions:

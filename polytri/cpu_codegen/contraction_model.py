@@ -9,6 +9,7 @@ from ..dtypes import DType
 from ..ir.expr import Expr
 from ..ir.program import Statement
 from .blocking import blocking
+from .dot_product import DotProduct
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ class Contraction:
     in a nest of its own that reads the whole target again."""
     epilogue_at: tuple[tuple[str, str], ...] = ()
     """Each iterator of :attr:`epilogue` and the iterator of the nest's target subscript it equals."""
+    dot: DotProduct | None = None
+    """The factors are narrow stored values that the micro-kernel sums with this dot-product instruction,
+    from panels of the stored values (:mod:`.dot_product`); ``None``: panels of the nest's type."""
 
 
 def describe(c: Contraction) -> str:
@@ -70,9 +74,10 @@ def describe(c: Contraction) -> str:
     pad = ", zero-padded panels" if c.padded else ""
     init = ", its zero init folded in" if c.zero_init else ""
     epi = f", {c.epilogue.name} run on each block as its sums complete" if c.epilogue is not None else ""
+    dot = "" if c.dot is None else f" summing the stored values {c.dot.group} at a time with {c.dot.instruction}"
     return (f"contraction {c.statement.name} (rows {c.a}, columns {c.b}, sum over {', '.join(c.k)}{batch}, "
             f"{c.dtype.name}): packed {b.kc} x {b.nc} and {b.mr} x {b.kc} panels, {b.mr} x {b.nr} register-"
-            f"blocked micro-kernel{pad}{init}{epi}")
+            f"blocked micro-kernel{dot}{pad}{init}{epi}")
 
 
 __all__ = ["Contraction", "describe"]

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from ..dtypes import DType
 from .blocking import Blocking, blocking, vector_bytes
+from .dot_product import BF16_PAIRS, DotProduct, bf16_micro_kernel
 
 
-def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False) -> str:
+def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False, dot: DotProduct | None = None) -> str:
     """The register-blocked micro-kernel and its edge variant for type ``d`` and sum operator ``op``, as
     static C functions named ``pt__ukernel_<type><add|sub>`` and ``pt__uedge_<type><add|sub>``.
 
@@ -23,8 +24,14 @@ def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False) -> str:
     0.77x torch's speed to 0.78-0.85x, 256x512x1024 from 0.77x to 0.85-0.91x, 1024³ from 0.70x to
     0.88-0.98x; 6 rows instead of 4 measured no better.  Each lane still rounds the product and then the
     sum, as the scalar loop does, unless ``fma``: then gcc may fuse them (``fp-contract=fast`` on these two
-    functions only), one rounding per step as BLAS libraries compute."""
+    functions only), one rounding per step as BLAS libraries compute.
+
+    With ``dot`` (:mod:`.dot_product`), the kernel sums panels of narrow stored values with that
+    instruction instead."""
     b = blocking(d)
+    if dot is not None:
+        assert dot is BF16_PAIRS and op == "+"
+        return bf16_micro_kernel(b) + _edge_kernel(d, b, f"{dot.name}add", "", dot.panel_type)
     name = f"{d.name}{'add' if op == '+' else 'sub'}"
     attr = '__attribute__((optimize("fp-contract=fast")))\n' if fma else ""
     body = _simd_body(d, op, b) if simd else _scalar_body(d, op, b)
@@ -96,12 +103,14 @@ def _scalar_body(d: DType, op: str, b: Blocking) -> str:
 """
 
 
-def _edge_kernel(d: DType, b: Blocking, name: str, attr: str) -> str:
-    """``pt__uedge_<name>``: the micro-kernel on the valid ``mr x nr`` corner of a block, through a tile."""
+def _edge_kernel(d: DType, b: Blocking, name: str, attr: str, panel: str | None = None) -> str:
+    """``pt__uedge_<name>``: the micro-kernel on the valid ``mr x nr`` corner of a block, through a tile;
+    ``panel`` is the C type of the panels' elements when it is not the target's."""
     t = d.c_type
+    pt = panel or t
     return f"""\
 /* The same on the valid mr x nr corner of a block at the target's ragged edge. */
-{attr}static void pt__uedge_{name}(int64_t kc, const {t} *restrict ap, const {t} *restrict bp, {t} *restrict c,
+{attr}static void pt__uedge_{name}(int64_t kc, const {pt} *restrict ap, const {pt} *restrict bp, {t} *restrict c,
                              int64_t ldc, int64_t mr, int64_t nr, int load) {{
   {t} tile[{b.mr} * {b.nr}] = {{0}};
   for (int64_t r = 0; r < mr && load; r++)

@@ -22,6 +22,7 @@ from ..ir.expr import Access, Expr, var_names
 from .blocking import WHOLE_L_BYTES, blocking
 from .cexpr import comment, index_expr
 from .contraction_model import Contraction
+from .dot_product import slot, stored
 
 Env = dict[str, str]
 """The C value of some statement iterators."""
@@ -71,7 +72,11 @@ class _NestPrinter:
         self.value, self.ref, self.bind, self.assign, self.epilogue, self.ldc = value, ref, bind, assign, epilogue, ldc
         self.b = blocking(c.dtype)
         self.t = c.dtype.c_type
-        self.kern = f"{c.dtype.name}{'add' if c.op == '+' else 'sub'}"
+        self.kern = f"{c.dtype.name if c.dot is None else c.dot.name}{'add' if c.op == '+' else 'sub'}"
+        self.pt = self.t if c.dot is None else c.dot.panel_type
+        """C type of the panels' elements."""
+        self.g = 1 if c.dot is None else c.dot.group
+        """Values of ``k`` side by side in the panels (:mod:`.dot_product`)."""
         self.kenv = {it: f"pt__k{j}" for j, it in enumerate(c.k)}
         """The summed iterators, from the flat sum counter's point (:meth:`unflatten`)."""
         self.zenv = {it: f"pt__z{j}" for j, it in enumerate(c.batch)}
@@ -97,6 +102,24 @@ class _NestPrinter:
     def bound(self, it: str, i: int) -> str:
         """The lower (``i = 0``) or exclusive upper (``i = 1``) bound of the nest's iterator ``it``."""
         return index_expr(self.c.bounds[it][i]).text
+
+    def panel_value(self, e: Expr) -> str:
+        """A factor as the panels hold it: converted to the nest's type, or the stored value's bits."""
+        return self.value(e) if self.c.dot is None else self.ref(stored(e))
+
+    def grouped(self, n: str) -> str:
+        """``n`` values of ``k`` rounded up to whole groups (:attr:`g`)."""
+        return n if self.g == 1 else f"{n}g"
+
+    def at_k(self, kk: str, width: int, pos: str) -> str:
+        """Index in a panel of ``width`` values per ``k`` of the value of sum index ``kk`` at ``pos``."""
+        if self.c.dot is None:
+            return f"{kk} * {width} + {pos}"
+        return f"{kk} / {self.g} * {self.g * width} + {pos} * {self.g} + {slot(self.c.dot, kk)}"
+
+    def in_sum(self, kk: str, n: str) -> str:
+        """Condition for sum index ``kk`` to be one of ``n``, when the panels run on to whole groups."""
+        return "" if self.g == 1 else f"{kk} < {n} && "
 
     def extents(self, names: tuple[str, ...], prefix: str) -> None:
         """Origins ``<prefix>o<j>``, extents ``<prefix>n<j>`` and strides ``<prefix>s<j>`` of a box
@@ -136,6 +159,8 @@ class _NestPrinter:
         self.out(1, f"const int64_t pt__a0 = {self.bound(c.a, 0)}, pt__a1 = {self.bound(c.a, 1)};",
                  f"const int64_t pt__bg0 = {self.bound(c.b, 0)}, pt__bg1 = {self.bound(c.b, 1)};")
         self.extents(c.k, "pt__k")
+        if self.g > 1:
+            self.out(1, f"const int64_t pt__kng = (pt__kn + {self.g - 1}) / {self.g} * {self.g};")
         self.extents(c.batch, "pt__z")
 
     def shares(self, threads: bool) -> None:
@@ -170,7 +195,7 @@ class _NestPrinter:
 
     def panels(self) -> None:
         """The panel buffers of ``R`` and ``L`` (none under the test hook ``PT_NO_PANELS``)."""
-        b, t = self.b, self.t
+        b, t = self.b, self.pt
         self.out(0, "#ifndef PT_NO_PANELS  /* a test hook: -DPT_NO_PANELS runs the fallback below */")
         self.out(2, f"{t} *pt__bp = aligned_alloc(64, sizeof({t}) * {b.kc * b.nc});",
                  f"{t} *pt__ap = aligned_alloc(64, sizeof({t}) * {b.kc * b.mr});")
@@ -182,22 +207,27 @@ class _NestPrinter:
     def whole_left(self) -> None:
         """``pt__aw``: the panels of ``L`` for all the thread's rows and sums, packed once for every batch
         point when ``L`` does not change with it and they fit (else ``NULL``)."""
-        c, b, t = self.c, self.b, self.t
+        c, b, t = self.c, self.b, self.pt
+        kn = self.grouped("pt__kn")
         if not c.pack_l_once:
             self.out(2, f"{t} *pt__aw = NULL;")
             return
         # L does not change with the batch point: its panels are packed once, for all rows, when they
         # fit in the L2 cache (a convolution's weights), instead of once per batch point
-        self.out(2, f"const int64_t pt__wn = (pt__hi - pt__lo + {b.mr - 1}) / {b.mr} * {b.mr} * pt__kn;",
+        self.out(2, f"const int64_t pt__wn = (pt__hi - pt__lo + {b.mr - 1}) / {b.mr} * {b.mr} * {kn};",
                  f"{t} *pt__aw = pt__ap && pt__wn <= {WHOLE_L_BYTES // c.dtype.itemsize} ? "
                  f"aligned_alloc(64, (sizeof({t}) * pt__wn + 63) / 64 * 64) : NULL;",
                  "if (pt__aw)",
                  f"  for (int64_t pt__ic = pt__lo; pt__ic < pt__hi; pt__ic += {b.mr}) {{",
                  f"    const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);",
-                 "    for (int64_t pt__kf = 0; pt__kf < pt__kn; pt__kf++) {")
+                 f"    for (int64_t pt__kf = 0; pt__kf < {kn}; pt__kf++) {{")
         self.unflatten(5, c.k, "pt__k", "pt__kf")
         self.out(5, f"for (int64_t pt__r = 0; pt__r < {b.mr}; pt__r++)")
+        at = self.at_k("pt__kf", b.mr, "pt__r")
         self.scoped(6, {**self.kenv, c.a: "pt__ic + pt__r"}, (c.left,),
+                    [f"pt__aw[(pt__ic - pt__lo) / {b.mr} * {kn} * {b.mr} + {at}] = "
+                     f"{self.in_sum('pt__kf', 'pt__kn')}pt__r < pt__mr ? {self.panel_value(c.left)} : 0;"]
+                    if self.g > 1 else
                     [f"pt__aw[((pt__ic - pt__lo) / {b.mr} * pt__kn + pt__kf) * {b.mr} + pt__r] = "
                      f"pt__r < pt__mr ? {self.value(c.left)} : 0;"])
         self.out(4, "}")
@@ -235,6 +265,8 @@ class _NestPrinter:
                  f"    const int64_t pt__nc = pt__min_int64_t({b.nc}, pt__b1 - pt__jc);",
                  f"    for (int64_t pt__pc = 0; pt__pc < pt__kn; pt__pc += {b.kc}) {{",
                  f"      const int64_t pt__kc = pt__min_int64_t({b.kc}, pt__kn - pt__pc);")
+        if self.g > 1:
+            self.out(6, f"const int64_t pt__kcg = (pt__kc + {self.g - 1}) / {self.g} * {self.g};")
         self.pack_right()
         self.row_blocks()
         self.out(5, "}")
@@ -244,18 +276,20 @@ class _NestPrinter:
         """The ``KC x NC`` panel of ``R``, zero outside the columns and the guard."""
         c, b = self.c, self.b
         cond = " && ".join(["pt__jr + pt__q < pt__nc", *(index_expr(g).text for g in self.guard)])
-        pack_r = [f"pt__bp[pt__jr * pt__kc + pt__kk * {b.nr} + pt__q] = {cond} ? {self.value(c.right)} : 0;"]
+        kc = self.grouped("pt__kc")
+        pack_r = [f"pt__bp[pt__jr * {kc} + {self.at_k('pt__kk', b.nr, 'pt__q')}] = "
+                  f"{self.in_sum('pt__kk', 'pt__kc')}{cond} ? {self.panel_value(c.right)} : 0;"]
         renv = {**self.zenv, **self.kenv, c.b: "pt__jc + pt__jr + pt__q"}
         if _stored_along(c.right, c.k[-1], c.b) and len(c.k) == 1:
             # R is stored along k (a transposed weight): read it that way, write the panel with a stride
             self.out(6, f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
                      f"  for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)",
-                     "    for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++) {")
+                     f"    for (int64_t pt__kk = 0; pt__kk < {kc}; pt__kk++) {{")
             self.unflatten(8, c.k, "pt__k", "pt__pc + pt__kk")
             self.scoped(8, renv, (c.right, *self.guard), pack_r)
             self.out(7, "}")
         else:
-            self.out(6, "for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++) {")
+            self.out(6, f"for (int64_t pt__kk = 0; pt__kk < {kc}; pt__kk++) {{")
             self.unflatten(7, c.k, "pt__k", "pt__pc + pt__kk")
             self.out(7, f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
                      f"  for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)")
@@ -265,17 +299,19 @@ class _NestPrinter:
     def row_blocks(self) -> None:
         """For each block of ``MR`` rows: its panel of ``L`` (unless packed whole), one micro-kernel call
         per ``NR`` columns, and the epilogue once the block's sums are complete."""
-        c, b, t = self.c, self.b, self.t
+        c, b, t = self.c, self.b, self.pt
         self.out(6,
                  f"for (int64_t pt__ic = pt__lo; pt__ic < pt__hi; pt__ic += {b.mr}) {{",
                  f"  const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);",
-                 f"  const {t} *pt__apk = pt__aw ? pt__aw + ((pt__ic - pt__lo) / {b.mr} * pt__kn + pt__pc) * {b.mr} : pt__ap;",
+                 f"  const {t} *pt__apk = pt__aw ? pt__aw + ((pt__ic - pt__lo) / {b.mr} * {self.grouped('pt__kn')} + "
+                 f"pt__pc) * {b.mr} : pt__ap;",
                  "  if (!pt__aw)",
-                 "    for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++) {")
+                 f"    for (int64_t pt__kk = 0; pt__kk < {self.grouped('pt__kc')}; pt__kk++) {{")
         self.unflatten(9, c.k, "pt__k", "pt__pc + pt__kk")
         self.out(9, f"for (int64_t pt__r = 0; pt__r < {b.mr}; pt__r++)")
         self.scoped(10, {**self.zenv, **self.kenv, c.a: "pt__ic + pt__r"}, (c.left,),
-                    [f"pt__ap[pt__kk * {b.mr} + pt__r] = pt__r < pt__mr ? {self.value(c.left)} : 0;"])
+                    [f"pt__ap[{self.at_k('pt__kk', b.mr, 'pt__r')}] = {self.in_sum('pt__kk', 'pt__kc')}pt__r < pt__mr ? "
+                     f"{self.panel_value(c.left)} : 0;"])
         self.out(8, "}")
         self.out(7,
                  f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr}) {{",
@@ -295,11 +331,12 @@ class _NestPrinter:
         c, b, t, kern = self.c, self.b, self.t, self.kern
         load = "pt__pc > 0" if c.zero_init else "1"  # the first block of k starts at zero when the nest inits
         st = c.statement
+        bp = f"pt__bp + pt__jr * {self.grouped('pt__kc')}"
         self.scoped(8, {**self.zenv, c.a: "pt__ic", c.b: "pt__jc + pt__jr"}, (st.target,),
                     [f"{t} *pt__c = &{self.ref(st.target)};",
                      f"if (pt__mr == {b.mr} && pt__nr == {b.nr}) "
-                     f"pt__ukernel_{kern}(pt__kc, pt__apk, pt__bp + pt__jr * pt__kc, pt__c, {self.ldc}, {load});",
-                     f"else pt__uedge_{kern}(pt__kc, pt__apk, pt__bp + pt__jr * pt__kc, pt__c, {self.ldc}, pt__mr, "
+                     f"pt__ukernel_{kern}(pt__kc, pt__apk, {bp}, pt__c, {self.ldc}, {load});",
+                     f"else pt__uedge_{kern}(pt__kc, pt__apk, {bp}, pt__c, {self.ldc}, pt__mr, "
                      f"pt__nr, {load});"])
 
     def fallback(self) -> None:

@@ -1,0 +1,112 @@
+"""bfloat16 contractions on AVX-512 BF16's dot-product instruction (polytri/cpu_codegen/dot_product.py).
+
+The panels hold the stored bfloat16 values in pairs of ``k`` and the micro-kernel sums them with
+``vdpbf16ps`` where the building machine has it.  On normal numbers its sums are the float32 loop's bit
+for bit (exact products, ``k`` ascending within each pair), so the results must equal the reference's,
+not be close to them: at sizes around every block edge (odd ``K`` included), through a transposed
+operand, a convolution's padded and batched nest, on one and two threads, with the plain C version of
+the kernel (a compiler without the instructions) and without panels.  Machines without the
+instructions run the float32 micro-kernel: the same equalities hold there."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import polytri as pt
+from polytri.cpu_codegen.blocking import cpu_flags, vector_bytes
+from polytri.cpu_codegen.contraction import blocking
+from polytri.dtypes import FLOAT32
+from polytri.ir.builder import to_program
+
+pytestmark = pytest.mark.cc
+
+HAS_BF16_DOT = "avx512_bf16" in cpu_flags() and vector_bytes() == 64
+
+
+def _bf16(rng: np.random.Generator, shape: tuple[int, ...]) -> torch.Tensor:
+    """Normal bfloat16 values, between about 1/8 and 8 in magnitude (no subnormal product or sum)."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    return torch.from_numpy(x + np.where(x < 0, -0.125, 0.125).astype(np.float32)).to(torch.bfloat16)
+
+
+def _gemm(transposed: bool = False) -> pt.Program:
+    p = pt.Program("bfmm", params=["M", "N", "K"])
+    p.array("C", ("M", "N"), "float32")
+    p.array("A", ("M", "K"), "bfloat16")
+    p.array("B", ("N", "K") if transposed else ("K", "N"), "bfloat16")
+    b = "B[j, k]" if transposed else "B[k, j]"
+    with p.loop("i", 0, "M"), p.loop("k", 0, "K"), p.loop("j", 0, "N"):
+        p.assign(f"C[i, j] += float32(A[i, k]) * float32({b})")
+    return p
+
+
+def _conv() -> pt.Program:
+    """A 3 x 3 convolution with zero padding over 2 images: a whole-nest contraction with a guard, its
+    weights packed once for both images."""
+    p = pt.Program("bfconv", params=[])
+    p.array("O", (2, 5, 9, 7), "float32")
+    p.array("I", (2, 3, 9, 7), "bfloat16")
+    p.array("K", (5, 3, 3, 3), "bfloat16")
+    with (p.loop("n", 0, 2), p.loop("f", 0, 5), p.loop("c", 0, 3), p.loop("r", 0, 3), p.loop("s", 0, 3),
+          p.loop("y", 0, 9), p.loop("x", 0, 7)):
+        with p.when("y + r - 1 >= 0"), p.when("y + r - 1 < 9"), p.when("x + s - 1 >= 0"), p.when("x + s - 1 < 7"):
+            p.assign("O[n, f, y, x] += float32(K[f, c, r, s]) * float32(I[n, c, y + r - 1, x + s - 1])")
+    return p
+
+
+def _check(prog: pt.Program, params: dict, options: dict | None = None, *, dot: bool = HAS_BF16_DOT):
+    rng = np.random.default_rng(3)
+    args: dict = dict(params)
+    for a in to_program(prog).arrays:
+        shape = tuple(e.value if hasattr(e, "value") else params[e.name] for e in a.shape)
+        args[a.name] = _bf16(rng, shape) if a.dtype == "bfloat16" else rng.standard_normal(shape).astype(a.dtype)
+    want = {k: (v.clone() if isinstance(v, torch.Tensor) else v.copy() if isinstance(v, np.ndarray) else v)
+            for k, v in args.items()}
+    pt.reference(prog, **want)
+    k = pt.compile(prog, "cpu", options=options)
+    assert "packed contraction" in k.source
+    assert ("pt__ukernel_bf16x2add" in k.source) == dot, k.source
+    assert any("vdpbf16ps" in d for d in k.decisions) == dot, k.decisions
+    k(**args)
+    target = to_program(prog).arrays[0].name
+    np.testing.assert_array_equal(args[target], want[target])
+
+
+def _edges() -> list[dict]:
+    b = blocking(FLOAT32)
+    return [dict(M=1, N=1, K=1), dict(M=b.mr - 1, N=b.nr + 1, K=3), dict(M=2 * b.mr + 1, N=b.nr - 1, K=b.kc + 1),
+            dict(M=b.mr + 2, N=b.nc + b.nr + 3, K=2 * b.kc - 1)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", range(4))
+def test_bf16_gemm_equals_the_float32_reference_at_block_edges(case: int, threads: int) -> None:
+    _check(_gemm(), _edges()[case], {"threads": threads})
+
+
+@pytest.mark.parametrize("sizes", [dict(M=7, N=67, K=5), dict(M=9, N=130, K=258)])
+def test_operand_stored_along_the_sum(sizes: dict) -> None:
+    _check(_gemm(transposed=True), sizes, {"threads": 2})
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_padded_batched_convolution(threads: int) -> None:
+    _check(_conv(), {}, {"threads": threads})
+
+
+def test_plain_c_version_of_the_kernel() -> None:
+    """A compiler that does not define ``__AVX512BF16__`` builds the kernel's plain version: same sums."""
+    _check(_gemm(), dict(M=9, N=70, K=11), {"cflags": "-mno-avx512bf16"})
+    _check(_conv(), {}, {"cflags": "-mno-avx512bf16"})
+
+
+def test_fallback_without_panels_and_the_float_kernel_without_simd() -> None:
+    _check(_gemm(), dict(M=9, N=70, K=11), {"cflags": "-DPT_NO_PANELS"})
+    _check(_gemm(), dict(M=9, N=70, K=11), {"simd": False}, dot=False)
+
+
+def test_strict_warnings() -> None:
+    _check(_gemm(), dict(M=5, N=3, K=4), {"cflags": "-Wall -Wextra -Werror"})
+    _check(_gemm(), dict(M=5, N=3, K=4), {"cflags": "-Wall -Wextra -Werror -mno-avx512bf16"})
