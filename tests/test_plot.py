@@ -210,3 +210,104 @@ def test_polytri_plot_draws_the_compiled_schedule_by_default(tmp_path):
     target = tmp_path / "jacobi.svg"
     assert main(["plot", str(EXAMPLES / "jacobi_1d.py"), "-o", str(target), "--what", "space"]) == 0
     assert "schedule: original, as pt.compile chose it" in target.read_text()
+
+
+# -- the pictures themselves ---------------------------------------------------------------------------
+def _drawn(fig):
+    """``fig`` laid out and drawn (Agg), with its renderer."""
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def test_tiles_and_waves_have_distinct_legend_swatches_and_neighbours_distinct_fills():
+    from matplotlib.colors import to_rgba
+    from matplotlib.patches import Patch
+
+    from polytri.plot.draw import TILE_EDGE, space_legend, tile_colours
+    data = iteration_space(example("stencils.py:jacobi_2d"), params={"T": 8, "N": 10}, schedule="pluto")
+    assert data.waves
+    entries = dict((label.split(" ")[0], handle) for handle, label in space_legend(data))
+    tile, waves = entries["tile"], entries["one"]
+    assert isinstance(tile, Patch) and to_rgba(tile.get_facecolor()) == to_rgba("white")
+    assert to_rgba(tile.get_edgecolor()) == to_rgba(TILE_EDGE)
+    assert isinstance(waves, tuple) and len({p.get_facecolor() for p in waves}) == len(waves) > 1
+    assert all(p.get_facecolor() != tile.get_facecolor() for p in waves)
+    fills = tile_colours(data)
+    by_wave: dict[int, list] = {}
+    for t, colour in zip(data.tiles, fills):
+        by_wave.setdefault(t.wave, []).append(colour)
+    assert any(len(c) > 1 for c in by_wave.values())
+    for colours in by_wave.values():  # consecutive tiles of one wave: another shade
+        assert all(a != b for a, b in zip(colours, colours[1:]))
+    firsts = [c[0] for c in by_wave.values()]
+    assert len(set(firsts)) == len(firsts)  # one colour per wave (fewer waves here than colours)
+
+
+@pytest.mark.parametrize(("spec", "params"), [("stencils.py:seidel_1d", {"T": 3, "N": 12}),
+                                              ("stencils.py:jacobi_2d", {"T": 8, "N": 10})])
+def test_the_legend_is_below_the_axis_labels_not_over_them(spec, params):
+    from polytri.plot import plot_iteration_space
+    fig = plot_iteration_space(example(spec), params=params, schedule="pluto")
+    renderer = _drawn(fig)
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent(renderer)
+    xaxis = ax.xaxis.get_tightbbox(renderer)  # tick labels and the x label
+    assert legend.y1 < xaxis.y0, (legend, xaxis)
+    assert not legend.overlaps(ax.get_window_extent(renderer))
+    assert legend.y0 >= 0  # inside the figure
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+
+
+def test_the_dependence_graph_is_drawn_at_one_scale_and_its_figure_grows_with_the_statements():
+    import matplotlib.pyplot as plt
+
+    from polytri.plot import plot_dependence_graph
+    from polytri.plot.draw import GRAPH_SCALE
+
+    def measured(prog):
+        fig = plot_dependence_graph(prog)
+        _drawn(fig)
+        ax = fig.axes[0]
+        x0, x1 = ax.get_xlim()
+        scale = ax.get_position().width * fig.get_figwidth() / (x1 - x0)  # inches per unit of the layout
+        size = tuple(fig.get_size_inches())
+        plt.close(fig)
+        return scale, size
+
+    def chain(n):
+        p = pt.Program(f"chain{n}", params=["N"])
+        for k in range(n):
+            p.array(f"A{k}", ("N",), "float64")
+        with p.loop("i", 1, "N"):
+            for k in range(1, n):
+                p.assign(f"A{k}[i] = A{k - 1}[i] + A{k}[i - 1]")
+        return p
+
+    one, many = measured(example("stencils.py:seidel_1d")), measured(chain(8))
+    assert one[0] == pytest.approx(GRAPH_SCALE, rel=0.15) and many[0] == pytest.approx(GRAPH_SCALE, rel=0.15)
+    assert one[1][0] < 6 and one[1][1] < 6  # one statement: a small picture, not a blown-up box
+    assert many[1][0] > one[1][0] + 4  # 7 statements: wider
+
+
+def test_both_pictures_keep_the_graph_at_its_scale(tmp_path, monkeypatch):
+    import matplotlib
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from polytri.plot.draw import GRAPH_SCALE
+    seen = {}
+    savefig = Figure.savefig
+
+    def spy(fig, *args, **kw):
+        _drawn(fig)
+        right = fig.axes[1]
+        x0, x1 = right.get_xlim()
+        seen["scale"] = right.get_position().width * fig.get_figwidth() / (x1 - x0)
+        return savefig(fig, *args, **kw)
+
+    matplotlib.use("Agg")
+    monkeypatch.setattr(Figure, "savefig", spy)
+    plot_program(example("stencils.py:seidel_1d"), str(tmp_path / "s.png"), params={"T": 4, "N": 8})
+    plt.close("all")
+    assert seen["scale"] == pytest.approx(GRAPH_SCALE, rel=0.2)

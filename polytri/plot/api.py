@@ -9,11 +9,16 @@ from typing import Any
 from ..errors import OptionError
 from ..ir.builder import to_program
 from ..schedule.dependences import compute_dependences
-from .draw import draw_graph, draw_space
+from .draw import draw_graph, draw_space, fit_graph
 from .graph import dependence_graph
 from .space import iteration_space, picture_schedule
 
 log = logging.getLogger("polytri.plot")
+
+#: Size in inches of the iteration-space picture (alone, or the left column of both).
+SPACE_SIZE = (6.4, 7.0)
+#: Inches around the dependence graph's own size (:func:`~polytri.plot.draw.fit_graph`) in its figure.
+GRAPH_MARGIN = 0.6
 
 
 def _pyplot() -> Any:
@@ -32,7 +37,7 @@ def plot_iteration_space(program: object, *, ax: Any = None, params: Mapping[str
                            schedule=schedule, fuse=fuse, tile=tile, tile_size=tile_size, kinds=kinds,
                            options=options)
     if ax is None:
-        fig, ax = _pyplot().subplots(figsize=(6.4, 7.0), layout="constrained")
+        fig, ax = _pyplot().subplots(figsize=SPACE_SIZE, layout="constrained")
     draw_space(data, ax)
     return ax.figure
 
@@ -47,10 +52,13 @@ def plot_dependence_graph(program: object, *, ax: Any = None, schedule: str = "p
     sched, _ = picture_schedule(prog, deps, schedule=schedule, fuse=fuse, tile=tile, tile_size=tile_size,
                                 options=options)
     data = dependence_graph(prog, deps, sched)
-    if ax is None:
-        width = max(5.0, 1.6 * len(prog.statements) + 3.0)
-        fig, ax = _pyplot().subplots(figsize=(width, 4.5), layout="constrained")
+    alone = ax is None
+    if alone:
+        fig, ax = _pyplot().subplots(layout="constrained")
     draw_graph(data, ax)
+    if alone:
+        width, height = fit_graph(ax)
+        ax.figure.set_size_inches(width + GRAPH_MARGIN, height + GRAPH_MARGIN)
     return ax.figure
 
 
@@ -66,11 +74,13 @@ def plot_program(program: object, path: str, *, what: str = "both", dpi: int = 1
     elif what == "graph":
         fig = plot_dependence_graph(program, **graph_opts)
     elif what == "both":
-        n = len(to_program(program).statements)
-        fig, (left, right) = plt.subplots(1, 2, figsize=(6.4 + max(5.0, 1.6 * n + 3.0), 7.0), layout="constrained",
-                                          gridspec_kw={"width_ratios": [1.0, max(1.0, 0.25 * n + 0.5)]})
+        fig, (left, right) = plt.subplots(1, 2, figsize=(SPACE_SIZE[0] + 5.0, SPACE_SIZE[1]), layout="constrained")
         plot_iteration_space(program, ax=left, **options)
         plot_dependence_graph(program, ax=right, **graph_opts)
+        # the graph's column as wide as the graph needs at its scale (top-aligned, no taller than it needs)
+        width, height = fit_graph(right)
+        right.get_subplotspec().get_gridspec().set_width_ratios([SPACE_SIZE[0], width])
+        fig.set_size_inches(SPACE_SIZE[0] + width + GRAPH_MARGIN, max(SPACE_SIZE[1], height + GRAPH_MARGIN))
     else:
         raise OptionError(f"what must be 'space', 'graph' or 'both', got {what!r}")
     import matplotlib

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .graph import GraphData
@@ -14,6 +15,61 @@ TILE_COLORS = ("#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6", "#fb9a99", "#ffff99",
                "#80b1d3", "#fccde5", "#d9d9d9", "#ccebc5")
 
 
+#: Outline of every tile: solid and dark, so neighbouring tiles of one colour stay apart.
+TILE_EDGE = "#222222"
+#: Opacity of the tile fills (the outlines are opaque).
+TILE_ALPHA = 0.55
+#: Scale of the dependence graph (inches per unit of its layout, where statements are 2 units apart).
+GRAPH_SCALE = 0.8
+#: Statement texts in titles are wrapped at this many characters.
+TITLE_WIDTH = 80
+
+
+def _fill(colour: str, shade: int) -> tuple[float, float, float, float]:
+    """``colour`` with the tile fills' opacity; ``shade`` 1 mixes it half with white (every other tile of
+    one wave, so that tiles of one colour stay apart even where their outline is hidden by points)."""
+    from matplotlib.colors import to_rgb
+    r, g, b = to_rgb(colour)
+    if shade:
+        r, g, b = (1 + r) / 2, (1 + g) / 2, (1 + b) / 2
+    return (r, g, b, TILE_ALPHA)
+
+
+def tile_colours(data: SpaceData) -> list[tuple[float, float, float, float]]:
+    """The fill of each tile of ``data.tiles``: one colour per wave (per tile without waves), the tiles of
+    a wave alternately full and light."""
+    rank: dict[int, int] = {}
+    out = []
+    for tile in data.tiles:
+        k = rank[tile.wave] = rank.get(tile.wave, -1) + 1
+        out.append(_fill(TILE_COLORS[(tile.wave - 1) % len(TILE_COLORS)], k % 2))
+    return out
+
+
+def _wrap(line: str) -> list[str]:
+    """``line`` cut at spaces outside subscripts (``A[i, j - 1]`` stays whole) into lines of at most
+    :data:`TITLE_WIDTH` characters where the words allow; continuations indented."""
+    words, depth, start = [], 0, 0
+    for k, ch in enumerate(line):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == " " and depth == 0:
+            words.append(line[start:k])
+            start = k + 1
+    words.append(line[start:])
+    out = [words[0]]
+    for word in words[1:]:
+        if len(out[-1]) + 1 + len(word) > TITLE_WIDTH:
+            out.append("    " + word)
+        else:
+            out[-1] += " " + word
+    return out
+
+
+def _wrapped(lines: list[str]) -> str:
+    """The lines, each cut by :func:`_wrap`."""
+    return "\n".join(part for line in lines for part in _wrap(line))
+
+
 def _params_text(params: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
@@ -22,10 +78,9 @@ def _draw_space_marks(data: SpaceData, ax: Any) -> None:
     """Tile polygons, points, dependence arrows, then tile numbers (or, untiled, each point's number)."""
     from matplotlib.patches import FancyArrowPatch, Polygon
 
-    for tile in data.tiles:
-        colour = TILE_COLORS[(tile.wave - 1) % len(TILE_COLORS)]
-        ax.add_patch(Polygon(tile.polygon, closed=True, facecolor=colour, edgecolor="#333333",
-                             linewidth=1.4, alpha=0.55, zorder=1, joinstyle="round"))
+    for tile, colour in zip(data.tiles, tile_colours(data)):
+        ax.add_patch(Polygon(tile.polygon, closed=True, facecolor=colour, edgecolor=TILE_EDGE,
+                             linewidth=2.0, zorder=1, joinstyle="round"))
     ax.scatter([p[0] for p in data.points], [p[1] for p in data.points], s=14, color="black", zorder=3)
     for arrow in data.arrows:
         style = "--" if arrow.via else "-"
@@ -44,26 +99,35 @@ def _draw_space_marks(data: SpaceData, ax: Any) -> None:
                         color="#333333")
 
 
-def _space_legend(data: SpaceData) -> list[Any]:
-    """Legend entries: one per dependence kind drawn, then the tiles (and waves) or the instances."""
+def space_legend(data: SpaceData) -> list[tuple[Any, str]]:
+    """Legend entries ``(handle, label)``: one per dependence kind drawn, then the tiles (an outline) and
+    their waves (a tuple of swatches, one colour per wave), or the instances."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles: list[Any] = []
+    entries: list[tuple[Any, str]] = []
     kinds = sorted({(a.kind, a.via is not None) for a in data.arrows})
     for kind, via in kinds:
         label = f"{kind} dependence" + (" through another statement" if via else "")
-        handles.append(Line2D([], [], color=KIND_COLORS[kind], linestyle="--" if via else "-", label=label))
+        entries.append((Line2D([], [], color=KIND_COLORS[kind], linestyle="--" if via else "-"), label))
     if not data.tiles:
-        handles.append(Line2D([], [], color="black", marker="o", linestyle="", markersize=4,
-                              label="instance, numbered in execution order"))
-        return handles
-    what = "tile, numbered in execution order"
-    handles.append(Patch(facecolor=TILE_COLORS[0], edgecolor="#333333", alpha=0.55, label=what))
+        entries.append((Line2D([], [], color="black", marker="o", linestyle="", markersize=4),
+                        "instance, numbered in execution order"))
+        return entries
+    entries.append((Patch(facecolor="white", edgecolor=TILE_EDGE, linewidth=2.0),
+                    "tile (outlined), numbered in execution order"))
     if data.waves:
-        handles.append(Patch(facecolor=TILE_COLORS[0], edgecolor="#333333", alpha=0.55, hatch="",
-                             label="one colour: one wave of tiles that may run in parallel"))
-    return handles
+        swatches = tuple(Patch(facecolor=_fill(c, 0), edgecolor=TILE_EDGE, linewidth=1.0) for c in TILE_COLORS[:3])
+        entries.append((swatches, "one colour: one wave of tiles that may run in parallel (every other tile "
+                                  "lighter)"))
+    return entries
+
+
+def _legend(ax: Any, entries: list[tuple[Any, str]], **kw: Any) -> Any:
+    """``ax.legend`` of ``(handle, label)`` entries; a tuple of patches is drawn as swatches side by side."""
+    from matplotlib.legend_handler import HandlerTuple
+    return ax.legend(handles=[h for h, _ in entries], labels=[label for _, label in entries],
+                     handler_map={tuple: HandlerTuple(ndivide=None, pad=0.0)}, **kw)
 
 
 def _space_axes(data: SpaceData, ax: Any) -> None:
@@ -95,18 +159,26 @@ def _space_title(data: SpaceData) -> str:
     if sizes:
         sched += f", tile size {sizes[0]}" if len(set(sizes)) == 1 else f", tiles {' x '.join(map(str, sizes))}"
     sched += ", as pt.compile chose it" if data.compiled else " (asked for; pt.compile may choose another)"
-    return (f"{data.program}: {st.name}[{its}]   ({_params_text(data.params)})\n"
-            f"{st.name}: {st.text()}\nschedule: {sched}")
+    return _wrapped([f"{data.program}: {st.name}[{its}]   ({_params_text(data.params)})", f"{st.name}: {st.text()}",
+                     f"schedule: {sched}"])
+
+
+#: Points between the bottom of the iteration space's axes and its legend: room for the tick labels and
+#: the x label (10-point text, ticks and pads).
+LEGEND_GAP = 44.0
 
 
 def draw_space(data: SpaceData, ax: Any) -> None:
     """Points, dependence arrows, tile outlines and execution numbers of a slice, into ``ax``."""
+    from matplotlib.transforms import offset_copy
     _draw_space_marks(data, ax)
-    handles = _space_legend(data)
+    entries = space_legend(data)
     _space_axes(data, ax)
     ax.set_title(_space_title(data), fontsize=10)
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=1, fontsize=8,
-              frameon=False)
+    # below the x axis's tick labels and label, whatever the height of the axes: an offset in points
+    below = offset_copy(ax.transAxes, fig=ax.figure, y=-LEGEND_GAP, units="points")
+    _legend(ax, entries, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=1, fontsize=8,
+            frameon=False)
 
 
 def draw_graph(data: GraphData, ax: Any) -> None:
@@ -168,8 +240,26 @@ def draw_graph(data: GraphData, ax: Any) -> None:
     ax.axis("off")
     kinds = sorted({e.kind for e in data.edges}, key=list(KIND_COLORS).index)
     handles += [Line2D([], [], color=KIND_COLORS[k], label=f"{k} dependence") for k in kinds]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=8, frameon=False, ncol=1)
-    texts = "\n".join(f"{s.name}: {s.text()}" for s in data.statements)
-    ax.set_title(f"{data.program}: statement dependence graph, fusion groups\n"
-                 f"schedule: {data.schedule.origin}; forward arcs above, backward below\n{texts}",
-                 fontsize=9)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=8, frameon=False,
+              ncol=max(1, min(3, math.ceil(len(handles) / 6))))
+    ax.set_title(_wrapped([f"{data.program}: statement dependence graph, fusion groups",
+                           f"schedule: {data.schedule.origin}; forward arcs above, backward below"]
+                          + [f"{s.name}: {s.text()}" for s in data.statements]), fontsize=9)
+    ax.set_anchor("N")
+
+
+def fit_graph(ax: Any) -> tuple[float, float]:
+    """The size in inches the dependence graph drawn in ``ax`` needs at :data:`GRAPH_SCALE`: its layout,
+    widened to its title or legend where they are wider (the x limits then widened to match), with its
+    title and legend above and below.  A figure (or column) of that size draws every graph at one scale,
+    so a graph of one statement is not blown up to the figure's size."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    x0, x1 = ax.get_xlim()
+    y0, y1 = ax.get_ylim()
+    extras = [a.get_window_extent(renderer) for a in (ax.title, ax.get_legend()) if a is not None]
+    width = max([GRAPH_SCALE * (x1 - x0)] + [e.width / fig.dpi for e in extras])
+    grow = width / GRAPH_SCALE - (x1 - x0)
+    ax.set_xlim(x0 - grow / 2, x1 + grow / 2)
+    height = GRAPH_SCALE * (y1 - y0) + sum(e.height / fig.dpi for e in extras)
+    return width, height
