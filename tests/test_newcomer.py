@@ -111,3 +111,27 @@ def test_the_demo_shows_the_loop_nest_not_the_dispatch_wrapper() -> None:
     serial = pt.compile(KERNELS[SHOWN].build(), target="cpu", options={"openmp": False})
     alone = kernel_c(serial.source, f"pt_{SHOWN}")
     assert alone.startswith(f"void pt_{SHOWN}(") and "for (int64_t" in alone
+
+
+@pt.kernel
+def reads_before_the_start(A: pt.f64["N"], N: int):  # noqa: F821, UP037
+    for i in range(N):
+        A[i] = A[i - 1]
+
+
+def test_a_size_error_that_no_size_avoids_does_not_advise_other_sizes() -> None:
+    import numpy as np
+
+    from polytri.errors import ParameterBoundsError
+    with pytest.raises(ParameterBoundsError) as info:
+        reads_before_the_start(np.zeros(4))
+    text = str(info.value)
+    assert "at every size at which the statement runs" in text and "change the subscript" in text
+    assert "other sizes" not in text
+    p = pt.Program("shifted", params=["N", "M"])  # out of bounds only when M >= N: other sizes help
+    p.array("A", ("N",), "float64")
+    with p.loop("i", 0, "M"):
+        p.assign("A[i] = A[i + 1]")
+    k = pt.compile(p)
+    with pytest.raises(ParameterBoundsError, match="Pass other sizes"):
+        k(A=np.zeros(4), M=4)

@@ -147,10 +147,14 @@ def check_call_bounds(program: Program, params: dict[str, int]) -> None:
     for v in bounds_violations(program):
         if not fix_params(v.params, params).is_empty():
             values = ", ".join(f"{k}={params[k]}" for k in program.params)
+            if v.always:  # no size at which the statement runs is in bounds: the program must change
+                advice = ("it leaves the array at every size at which the statement runs. Nothing was run. "
+                          "Restrict the loop bounds, or change the subscript or the array's shape")
+            else:
+                advice = (f"it leaves the array for the parameter values {v.params}. Nothing was run. Pass other "
+                          f"sizes, or constrain the parameters with Program.assume()")
             raise ParameterBoundsError(
-                f"{program.name}: with {values}, {v.describe()}, for example {v.example(params)}; it leaves the "
-                f"array for the parameter values {v.params}. Nothing was run. Pass other sizes, or "
-                f"constrain the parameters with Program.assume()")
+                f"{program.name}: with {values}, {v.describe()}, for example {v.example(params)}; {advice}")
 
 
 def check_bounded_domains(program: Program) -> None:
