@@ -43,10 +43,11 @@ if _os.environ.get("POLYTRI_LOG"):  # the named loggers, for Python users as for
         _warnings.warn(f"polytri: {_exc}; logging left as it is", stacklevel=2)
 
 def __getattr__(name: str) -> object:
-    """``polytri.jax`` without an explicit import (it imports JAX only when used)."""
-    if name == "jax":
+    """``polytri.jax`` and ``polytri.tf`` without an explicit import (they import JAX and TensorFlow only
+    when used)."""
+    if name in ("jax", "tf"):
         import importlib
-        return importlib.import_module(".jax", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'polytri' has no attribute {name!r}")
 
 

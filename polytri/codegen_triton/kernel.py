@@ -20,6 +20,7 @@ from ..schedule.schedule import Schedule
 from .host import Launch
 from .index_width import INDEX_TYPES, INT32_MAX, index_extreme, lane_margin
 from .kgen import kernel_parameters
+from .loader import import_triton
 from .module import ModuleRecipe, interpreter_scope, load_module
 from .standalone import standalone_source
 from .target import ARCHS, GPUArch, LaunchModel
@@ -208,6 +209,7 @@ class TritonKernel(CompiledKernel):
         if arch not in ARCHS:
             raise UnsupportedError(f"unknown architecture {arch!r}; known: {', '.join(ARCHS)}")
         if (arch, index) not in self._asm:
+            import_triton()
             import triton
             from triton.compiler import ASTSource
             target = ARCHS[arch]

@@ -30,6 +30,7 @@ from ..schedule.loop_ast import For, Node, run_counts, walk
 from ..schedule.schedule import Schedule
 from .host import HostPlanner, Launch
 from .kgen import KernelPrinter
+from .loader import import_triton
 from .reduction import dot_launch
 from .target import LaunchModel
 from .texpr import HELPERS
@@ -144,6 +145,7 @@ def load_module(source: str, mode: str) -> ModuleType:
         key = (hashlib.sha256(source.encode()).hexdigest(), mode)
         if key in _loaded:
             return _loaded[key]
+        import_triton()  # the generated module imports it: see .loader
         path = _write(source)
         spec = importlib.util.spec_from_file_location(f"polytri_generated_{key[0][:16]}_{mode}", path)
         assert spec is not None and spec.loader is not None
@@ -181,6 +183,7 @@ def _interpreted():
 @contextlib.contextmanager
 def interpreter_scope() -> Iterator[None]:
     """Triton's own ``@jit`` library functions as interpreted functions, for the duration of the block."""
+    import_triton()
     import triton.language  # noqa: F401
     with contextlib.suppress(ImportError):
         import triton.experimental.gluon.language  # noqa: F401  (imports lazily otherwise, mid-swap)

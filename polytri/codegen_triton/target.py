@@ -33,6 +33,8 @@ class GPUArch:
     """The instruction family ``tl.dot`` maps to: ``mma.sync``, ``wgmma``, ``mfma``, ``wmma``."""
 
     def triton_target(self):  # -> triton.backends.compiler.GPUTarget
+        from .loader import import_triton
+        import_triton()
         from triton.backends.compiler import GPUTarget
         return GPUTarget(self.backend, self.arch, self.warp_size)
 
