@@ -135,3 +135,12 @@ def test_a_size_error_that_no_size_avoids_does_not_advise_other_sizes() -> None:
     k = pt.compile(p)
     with pytest.raises(ParameterBoundsError, match="Pass other sizes"):
         k(A=np.zeros(4), M=4)
+
+
+def test_the_input_orders_table_gives_each_statements_row() -> None:
+    from polytri.runtime.compiled import schedule_table
+    from polytri.schedule.schedule import original_schedule
+    prog = _jacobi_1d().build()
+    table = schedule_table(original_schedule(prog, compute_dependences(prog)), ["S0", "S1"])
+    assert table[1].endswith("sequential S0: t, S1: t") and table[2].endswith("S0: 0, S1: 1")
+    assert table[3].endswith("parallel   S0: i, S1: i")

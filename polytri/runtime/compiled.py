@@ -21,16 +21,40 @@ def schedule_lines(s: Schedule, statements: list[str]) -> list[str]:
             + schedule_table(s, statements))
 
 
+def map_rows(umap: isl.UnionMap, ndim: int) -> tuple[dict[str, str], ...]:
+    """Each time dimension of a schedule map as text per statement (``2t + i``), for a schedule that
+    carries no rows of its own (the input order); empty where a statement's map is not a function."""
+    rows: list[dict[str, str]] = [{} for _ in range(ndim)]
+    maps: list[isl.Map] = []
+    umap.foreach_map(maps.append)
+    for m in maps:
+        if not m.is_single_valued():
+            return ()
+        pma = isl.PwMultiAff.from_map(m)
+        for d in range(min(ndim, m.dim(isl.dim_type.out))):
+            texts = [p[p.index("[(") + 2:p.rindex(")]")] if "[(" in p else "?" for p in _pieces(pma.get_pw_aff(d))]
+            rows[d][m.get_tuple_name(isl.dim_type.in_)] = " | ".join(texts) if texts else "?"
+    return tuple(rows)
+
+
+def _pieces(pa: isl.PwAff) -> list[str]:
+    """isl's text of each piece of ``pa`` (``{ S0[t, i] -> [(2t + i)] }``)."""
+    out: list[str] = []
+    pa.foreach_piece(lambda _, aff: out.append(str(aff)))
+    return out
+
+
 def schedule_table(s: Schedule, statements: list[str]) -> list[str]:
     """One line per time dimension: kind (loop, scalar), band, parallel, and each statement's row."""
     band_of = {d: k for k, b in enumerate(s.bands) for d in b.dims}
+    table = s.rows or map_rows(s.map, s.ndim)
     out = []
     for d in range(s.ndim):
         scalar = s.scalar[d] if d < len(s.scalar) else False
         kind = "scalar " if scalar else "loop   "
         band = f"band {band_of[d]} (permutable)" if d in band_of else ("-" if scalar else "outside bands")
         par = "" if scalar else ("parallel" if s.parallel[d] else "sequential")
-        rows = ", ".join(f"{n}: {s.rows[d][n]}" for n in statements) if s.rows else ""
+        rows = ", ".join(f"{n}: {table[d][n]}" for n in statements if n in table[d]) if table else ""
         out.append(f"  t{d}: {kind} {band:22s} {par:10s} {rows}".rstrip())
     return out
 
