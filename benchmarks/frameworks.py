@@ -1,14 +1,15 @@
 """One function through each framework's own runtime, its compiler and polytri, side by side: the blur,
-conv + bias + ReLU and softmax + matmul, written in PyTorch and in JAX.
+conv + bias + ReLU and softmax + matmul, written in PyTorch, in JAX and in TensorFlow.
 
 - PyTorch: eager, Inductor (``torch.compile``), ``pt.jit``;
-- JAX: op by op (``jax.disable_jit``), XLA (``jax.jit``), ``polytri.jax.jit``.
+- JAX: op by op (``jax.disable_jit``), XLA (``jax.jit``), ``polytri.jax.jit``;
+- TensorFlow: eager, XLA (``tf.function(jit_compile=True)``), ``polytri.tf.jit``.
 
     .venv/bin/python benchmarks/frameworks.py                  # every case, both frameworks, one thread
     .venv/bin/python benchmarks/frameworks.py --only blur --repeat 5
 
 Each row checks that the three results agree, then times them in turn (median of ``--repeat`` calls).
-JAX needs the jax extra; without it the JAX rows are skipped with a note.  Measure on a quiet machine
+JAX needs the jax extra and TensorFlow the tensorflow extra; without one, its rows are skipped with a note.  Measure on a quiet machine
 and quote the load average.
 """
 
@@ -75,6 +76,32 @@ def jax_case(case: str) -> Callable[..., Any]:
     return {"blur": blur, "conv_bias_relu": conv_bias_relu, "softmax_matmul": softmax_matmul}[case]
 
 
+def tf_case(case: str) -> Callable[..., Any]:
+    """The case written with TensorFlow ops (NHWC images, HWIO filters: TensorFlow's own layouts)."""
+    import tensorflow as tf
+
+    def blur(img: Any) -> Any:
+        kernel = tf.constant(BLUR, dtype=tf.float32)
+        x = tf.reshape(img, (3, img.shape[1], img.shape[2], 1))
+        blurx = tf.nn.conv2d(x, tf.reshape(kernel, (1, 5, 1, 1)), 1, "VALID")
+        return tf.nn.conv2d(blurx, tf.reshape(kernel, (5, 1, 1, 1)), 1, "VALID")
+
+    def conv_bias_relu(x: Any, w: Any, b: Any) -> Any:
+        return tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b))
+
+    def softmax_matmul(x: Any, w: Any) -> Any:
+        return tf.matmul(tf.nn.softmax(x), w)
+    return {"blur": blur, "conv_bias_relu": conv_bias_relu, "softmax_matmul": softmax_matmul}[case]
+
+
+def _tf_inputs(case: str) -> list[np.ndarray]:
+    arrays = _inputs(case)
+    if case == "conv_bias_relu":  # NCHW -> NHWC, OIHW -> HWIO
+        x, w, b = arrays
+        return [np.ascontiguousarray(x.transpose(0, 2, 3, 1)), np.ascontiguousarray(w.transpose(2, 3, 1, 0)), b]
+    return arrays
+
+
 def median_ms(fn: Callable[..., Any], args: list[Any], repeat: int) -> float:
     def call() -> None:
         out = fn(*args)
@@ -116,6 +143,21 @@ def jax_row(case: str, repeat: int) -> str:
     return f"| {case} | JAX | {eager_ms:.3f} | XLA {xla_ms:.3f} | {pt_ms:.3f} | {xla_ms / pt_ms:.2f}x |"
 
 
+def tf_row(case: str, repeat: int) -> str:
+    from polytri.codegen_triton.loader import import_triton
+    import_triton()  # before TensorFlow: torch.compile imports it, which after TensorFlow aborts the process
+    import tensorflow as tf
+
+    import polytri.tf as ptt
+    fn = tf_case(case)
+    args = [tf.constant(a) for a in _tf_inputs(case)]
+    xla, poly = tf.function(fn, jit_compile=True), ptt.jit(fn, compile_options={"threads": 1})
+    expected = xla(*args).numpy()
+    np.testing.assert_allclose(poly(*args).numpy(), expected, rtol=1e-4, atol=1e-4)
+    eager_ms, xla_ms, pt_ms = (median_ms(f, args, repeat) for f in (fn, xla, poly))
+    return f"| {case} | TensorFlow | {eager_ms:.3f} | XLA {xla_ms:.3f} | {pt_ms:.3f} | {xla_ms / pt_ms:.2f}x |"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cases = ["blur", "conv_bias_relu", "softmax_matmul"]
@@ -132,6 +174,10 @@ def main() -> None:
             print(jax_row(case, args.repeat), flush=True)
         except ImportError as exc:
             print(f"| {case} | JAX | skipped: {exc} | | | |")
+        try:
+            print(tf_row(case, args.repeat), flush=True)
+        except ImportError as exc:
+            print(f"| {case} | TensorFlow | skipped: {exc} | | | |")
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 

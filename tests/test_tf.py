@@ -5,6 +5,7 @@ input signature, Triton after TensorFlow in one process, and the error without t
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -16,7 +17,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from polytri.codegen_triton.loader import import_triton
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if importlib.util.find_spec("tensorflow") is None:
+    pytest.skip("tensorflow is not installed (pip install polytri[tensorflow])", allow_module_level=True)
+# Triton before TensorFlow: this module is collected by every worker, whose other tests import
+# torch._dynamo, which imports Triton (after TensorFlow, a plain import would abort the process)
+import_triton()
 tf = pytest.importorskip("tensorflow")
 
 import polytri.tf as ptt  # noqa: E402
