@@ -1,4 +1,5 @@
-"""bfloat16 contractions on AVX-512 BF16's dot-product instruction (polytri/cpu_codegen/dot_product.py).
+"""Contractions of narrow stored values on the CPU's dot-product instructions
+(polytri/cpu_codegen/dot_product.py): bfloat16 on AVX-512 BF16, 8-bit integers on AVX-512 VNNI.
 
 The panels hold the stored bfloat16 values in pairs of ``k`` and the micro-kernel sums them with
 ``vdpbf16ps`` where the building machine has it.  On normal numbers its sums are the float32 loop's bit
@@ -6,7 +7,9 @@ for bit (exact products, ``k`` ascending within each pair), so the results must 
 not be close to them: at sizes around every block edge (odd ``K`` included), through a transposed
 operand, a convolution's padded and batched nest, on one and two threads, with the plain C version of
 the kernel (a compiler without the instructions) and without panels.  Machines without the
-instructions run the float32 micro-kernel: the same equalities hold there."""
+instructions run the float32 micro-kernel: the same equalities hold there.  Integer sums (int32 of uint8
+and int8 factors, every pairing) are exact in any order: equal too, with values that make the products
+large, through the plain version, and at odd sums."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from polytri.ir.builder import to_program
 pytestmark = pytest.mark.cc
 
 HAS_BF16_DOT = "avx512_bf16" in cpu_flags() and vector_bytes() == 64
+HAS_VNNI = "avx512_vnni" in cpu_flags() and vector_bytes() == 64
 
 
 def _bf16(rng: np.random.Generator, shape: tuple[int, ...]) -> torch.Tensor:
@@ -110,3 +114,48 @@ def test_fallback_without_panels_and_the_float_kernel_without_simd() -> None:
 def test_strict_warnings() -> None:
     _check(_gemm(), dict(M=5, N=3, K=4), {"cflags": "-Wall -Wextra -Werror"})
     _check(_gemm(), dict(M=5, N=3, K=4), {"cflags": "-Wall -Wextra -Werror -mno-avx512bf16"})
+
+
+def _int_gemm(left: str, right: str, transposed: bool = False) -> pt.Program:
+    p = pt.Program("i8mm", params=["M", "N", "K"])
+    p.array("C", ("M", "N"), "int32")
+    p.array("A", ("M", "K"), left)
+    p.array("B", ("N", "K") if transposed else ("K", "N"), right)
+    b = "B[j, k]" if transposed else "B[k, j]"
+    with p.loop("i", 0, "M"), p.loop("k", 0, "K"), p.loop("j", 0, "N"):
+        p.assign(f"C[i, j] += int32(A[i, k]) * int32({b})")
+    return p
+
+
+def _int_check(prog: pt.Program, params: dict, options: dict | None = None, *, kernel: str) -> None:
+    rng = np.random.default_rng(5)
+    args: dict = dict(params)
+    for a in to_program(prog).arrays:
+        shape = tuple(params[e.name] for e in a.shape)
+        lo, hi = {"uint8": (0, 256), "int8": (-128, 128), "int32": (-1000, 1000)}[a.dtype]
+        args[a.name] = rng.integers(lo, hi, shape).astype(a.dtype)
+    want = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+    pt.reference(prog, **want)
+    k = pt.compile(prog, "cpu", options=options)
+    assert ("packed contraction" in k.source) == HAS_VNNI
+    assert (f"pt__ukernel_{kernel}add" in k.source) == HAS_VNNI
+    k(**args)
+    np.testing.assert_array_equal(args["C"], want["C"])
+
+
+PAIRS = [("uint8", "int8", "u8s8x4"), ("int8", "uint8", "s8u8x4"), ("int8", "int8", "i16x2"),
+         ("uint8", "uint8", "i16x2")]
+
+
+@pytest.mark.parametrize("left,right,kernel", PAIRS)
+@pytest.mark.parametrize("case", range(4))
+def test_8bit_integer_gemm_equals_the_reference(left: str, right: str, kernel: str, case: int) -> None:
+    _int_check(_int_gemm(left, right), _edges()[case], {"threads": 1 + case % 2}, kernel=kernel)
+
+
+@pytest.mark.parametrize("left,right,kernel", PAIRS[:3])
+def test_8bit_integer_transposed_plain_and_strict(left: str, right: str, kernel: str) -> None:
+    _int_check(_int_gemm(left, right, transposed=True), dict(M=9, N=130, K=259), {"threads": 2}, kernel=kernel)
+    _int_check(_int_gemm(left, right), dict(M=9, N=70, K=11), {"cflags": "-mno-avx512vnni -Wall -Wextra -Werror"},
+               kernel=kernel)
+    _int_check(_int_gemm(left, right), dict(M=9, N=70, K=11), {"cflags": "-DPT_NO_PANELS"}, kernel=kernel)

@@ -12,6 +12,7 @@ import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401 (registers the quantized_decomposed ops)
 
 import polytri as pt
+from polytri.cpu_codegen.dot_product import has_integer_dot
 
 pytestmark = pytest.mark.cc
 
@@ -194,5 +195,42 @@ def test_weights_scaled_along_another_axis_stay_in_float() -> None:
     report = pt.explain(f, *args, compile_options={"target": "cpu"})
     assert report.fallback_ops == [], str(report)
     assert not any("int32" in r for k in report.kernels for r in k.rewrites), str(report)
+    expected = f(*args)
+    torch.testing.assert_close(report.result, expected, rtol=1e-4, atol=1e-4 * float(expected.abs().max()))
+
+
+@pytest.mark.parametrize(("groups", "xzero", "xtype"), [(1, 131, torch.uint8), (1, 0, torch.uint8), (2, 9, torch.uint8),
+                                                         (1, -5, torch.int8)])
+def test_weight_zero_points_that_are_not_zero(groups: int, xzero: int, xtype: torch.dtype) -> None:
+    """Per-channel weight zero points other than 0: the sums read the weights as stored and subtract
+    ``zw[c]`` times the activations' sums (per row of a linear layer, per window of a convolution), or keep
+    them in the weights (a grouped convolution); equal to eager's float computation within float32
+    rounding.  On a machine with AVX-512 VNNI the contractions run on its 8-bit dot products."""
+    torch.manual_seed(groups + xzero)
+    qmin, qmax = (0, 255) if xtype == torch.uint8 else (-128, 127)
+    w = torch.randint(-127, 128, (8, 6 // groups, 3, 3), dtype=torch.int8)
+    wscale, wzero = torch.rand(8) * 0.01 + 0.001, torch.randint(-4, 5, (8,))
+    lw = torch.randint(-127, 128, (5, 8 * 9 * 9), dtype=torch.int8)
+    lscale, lzero = torch.rand(5) * 0.001 + 0.001, torch.randint(-3, 4, (5,))
+
+    def f(x: torch.Tensor, w: torch.Tensor, wscale: torch.Tensor, wzero: torch.Tensor, lw: torch.Tensor,
+          lscale: torch.Tensor, lzero: torch.Tensor) -> torch.Tensor:
+        xd = qd.dequantize_per_tensor.default(qd.quantize_per_tensor.default(x, 0.02, xzero, qmin, qmax, xtype),
+                                              0.02, xzero, qmin, qmax, xtype)
+        wd = qd.dequantize_per_channel.default(w, wscale, wzero, 0, -128, 127, torch.int8)
+        y = torch.relu(torch.nn.functional.conv2d(xd, wd, None, padding=1, groups=groups))
+        yd = qd.dequantize_per_tensor.default(qd.quantize_per_tensor.default(y, 0.05, 3, 0, 255, torch.uint8),
+                                              0.05, 3, 0, 255, torch.uint8)
+        ld = qd.dequantize_per_channel.default(lw, lscale, lzero, 0, -128, 127, torch.int8)
+        return torch.nn.functional.linear(yd.flatten(1), ld)
+
+    args = (torch.randn(2, 6, 9, 9), w, wscale, wzero, lw, lscale, lzero)
+    report = pt.explain(f, *args, compile_options={"target": "cpu"})
+    assert report.fallback_ops == [], str(report)
+    assert len([r for k in report.kernels for r in k.rewrites if "accumulated in int32" in r]) == 2, str(report)
+    if has_integer_dot():
+        source = "".join(str(k.source) for k in report.kernels)
+        assert "pt__ukernel_u8s8x4add" in source  # the linear layer: uint8 activations, int8 weights
+        assert ("pt__ukernel_i16x2add" in source) == (xtype == torch.int8 and groups == 1)
     expected = f(*args)
     torch.testing.assert_close(report.result, expected, rtol=1e-4, atol=1e-4 * float(expected.abs().max()))

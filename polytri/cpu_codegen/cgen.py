@@ -209,8 +209,11 @@ class _Printer:
                 found = find_domain_contraction(self.p.statement(next(iter(runs))), self.p, self.exprs.t)
         if found is None:
             return None
-        return replace(found, dot=dot_product(found.left, found.right, dtype=found.dtype.name, op=found.op,
-                                              program=self.p, simd=self.opts.simd))
+        dot = dot_product(found.left, found.right, dtype=found.dtype, op=found.op, typer=self.exprs.t,
+                          simd=self.opts.simd)
+        if dot is None and found.dtype.kind != "f":
+            return None  # integer sums are packed only for the dot-product instructions
+        return replace(found, dot=dot)
 
     def loop(self, n: For, depth: int, in_parallel: bool, zero_init: bool = False,
              epilogue: tuple[Statement, tuple[tuple[str, str], ...]] | None = None) -> None:

@@ -4,8 +4,9 @@ A *contraction nest* computes a statement of contraction form (:mod:`polytri.ir.
 
     T[..., a, ..., b] = T[..., a, ..., b] + L * R        (or ``-``; or ``L * R + T[...]``)
 
-where the target, ``L``, ``R`` and the sum all have one type, float32 or float64.  It is found in two
-ways: three perfectly nested loops with rectangular bounds, one per role (:func:`find_contraction`), or a
+where the target, ``L``, ``R`` and the sum all have one type, float32 or float64 (or int32, for sums of
+8-bit stored values on a machine with integer dot-product instructions: :mod:`.dot_product`).  It is
+found in two ways: three perfectly nested loops with rectangular bounds, one per role (:func:`find_contraction`), or a
 whole nest of its own computing every instance of the statement, read from its iteration domain
 (:func:`find_domain_contraction`: several summed iterators, batch loops, padding as a guard).  The only
 dependences among its instances are those of the sum over ``k`` for each target element, so any order
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from ..dtypes import FLOAT32, FLOAT64, DType
+from ..dtypes import FLOAT32, FLOAT64, INT32, DType
 from ..ir.affine import condition_to_isl, to_isl
 from ..ir.contraction import ContractionForm, contraction_form
 from ..ir.expr import Binary, Const, Expr, Var, accesses, var_names
@@ -44,6 +45,7 @@ from ..schedule.loop_ast import Block, For, Node, Run, isl_expr, loop_upper
 from .blocking import WHOLE_L_BYTES, Blocking, blocking, vector_bytes
 from .contraction_fusion import epilogue_iterators, read_back_by_epilogues, zero_init_fuses
 from .contraction_model import Contraction, describe
+from .dot_product import integer_dot
 from .microkernel import micro_kernel
 from .packing import contraction_lines
 
@@ -102,15 +104,17 @@ def _counter_iterators(st: Statement, args: tuple[Expr, ...], counters: set[str]
 
 
 def _typed_form(st: Statement, typer: Typer) -> tuple[ContractionForm, DType] | None:
-    """The contraction form of ``st`` when the target, both factors and the sum have one float type."""
+    """The contraction form of ``st`` when the target, both factors and the sum have one float type, or
+    are int32 sums of 8-bit stored values that this machine's dot-product instructions sum
+    (:func:`.dot_product.integer_dot`)."""
     form = contraction_form(st)
     if form is None:
         return None
     d = typer(st.target).dtype
     value = st.value
     assert isinstance(value, Binary)
-    if d not in (FLOAT32, FLOAT64) or any(typer(e).dtype is not d for e in (value, value.lhs, value.rhs,
-                                                                            form.left, form.right)):
+    if (d not in (FLOAT32, FLOAT64) and not (d is INT32 and integer_dot(form.left, form.right, typer))) or any(
+            typer(e).dtype is not d for e in (value, value.lhs, value.rhs, form.left, form.right)):
         return None
     return form, d
 

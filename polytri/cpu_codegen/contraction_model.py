@@ -49,7 +49,7 @@ class Contraction:
     op: str
     """``+`` or ``-``."""
     dtype: DType
-    """float32 or float64."""
+    """float32 or float64; int32 with an integer :attr:`dot`."""
     row_subscript: int
     """Position of ``a``'s subscript in the target (the rows' stride is the product of later extents)."""
     zero_init: bool = False

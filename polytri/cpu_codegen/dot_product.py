@@ -15,18 +15,26 @@ instruction adds the product of a pair's second slot before the first one's (Int
 runs with ``k`` ascending.  What differs: the instruction treats subnormal inputs and results as zero
 (values below 1.2e-38 in magnitude).
 
-Used where the machine that builds the kernel has the instructions (``avx512_bf16`` in its CPU flags; the
-kernels are built with ``-march=native``), with AVX-512's 64-byte vectors.  The C also carries a plain
-version of the same sums for a compiler that does not define ``__AVX512BF16__``.
+Integer contractions are exact in any order.  Those of 8-bit stored values summed in int32
+(``int32(X[i, k]) * int32(W[k, j])``: the quantized contractions of the PyTorch frontend) use AVX-512
+VNNI: ``vpdpbusd`` multiplies 4 unsigned by 4 signed bytes and adds the 4 products to an int32 lane
+(uint8 by int8, either way round: 64 products per instruction), ``vpdpwssd`` 2 by 2 signed 16-bit
+values, which holds any other pair of 8-bit types once widened as they are packed.  Products and sums
+wrap modulo 2^32 like the loops they replace (built with ``-fwrapv``).
+
+Used where the machine that builds the kernel has the instructions (``avx512_bf16``, ``avx512_vnni`` in
+its CPU flags; the kernels are built with ``-march=native``), with AVX-512's 64-byte vectors.  The C also
+carries a plain version of the same sums for a compiler that does not define ``__AVX512BF16__`` or
+``__AVX512VNNI__``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dtypes import BFLOAT16, FLOAT32
+from ..dtypes import BFLOAT16, FLOAT32, INT8, INT32, UINT8, DType
 from ..ir.expr import Access, Cast, Expr
-from ..ir.program import Program
+from ..ir.types import Typer
 from .blocking import Blocking, cpu_flags, vector_bytes
 
 
@@ -38,32 +46,62 @@ class DotProduct:
     """Names the micro-kernel: ``pt__ukernel_<name>add``."""
     group: int
     """Consecutive values of ``k`` summed by one instruction in each lane (side by side in the panels)."""
-    panel_type: str
-    """C type of a panel element: the stored value's bits."""
+    left_type: str
+    """C type of an element of the left factor's panels: the stored value's bits, or its widening."""
+    right_type: str
+    """C type of an element of the right factor's panels."""
     descending: bool
     """The instruction adds a lane's products from its last slot to its first: the panels hold ``k`` in
     descending order within a group, so that the sums run with ``k`` ascending."""
     instruction: str
     """For the kernel's decisions."""
+    flag: str
+    """The CPU flag (``/proc/cpuinfo``) of the instruction."""
 
 
-BF16_PAIRS = DotProduct("bf16x2", 2, "uint16_t", True, "AVX-512 BF16 vdpbf16ps")
+BF16_PAIRS = DotProduct("bf16x2", 2, "uint16_t", "uint16_t", True, "AVX-512 BF16 vdpbf16ps", "avx512_bf16")
+U8S8_QUADS = DotProduct("u8s8x4", 4, "uint8_t", "int8_t", False, "AVX-512 VNNI vpdpbusd", "avx512_vnni")
+S8U8_QUADS = DotProduct("s8u8x4", 4, "int8_t", "uint8_t", False, "AVX-512 VNNI vpdpbusd", "avx512_vnni")
+I16_PAIRS = DotProduct("i16x2", 2, "int16_t", "int16_t", False, "AVX-512 VNNI vpdpwssd", "avx512_vnni")
 
 
-def _stored_bf16(e: Expr, program: Program) -> bool:
-    """Whether ``e`` is a bfloat16 array element converted to float32."""
-    return (isinstance(e, Cast) and e.dtype == FLOAT32.name and isinstance(e.operand, Access)
-            and program.array(e.operand.array).dtype == BFLOAT16.name)
-
-
-def dot_product(left: Expr, right: Expr, *, dtype: str, op: str, program: Program, simd: bool) -> DotProduct | None:
-    """The dot-product instruction for a contraction of factors ``left`` and ``right`` summed in
-    ``dtype`` with ``op``, on this machine, or ``None`` (the float micro-kernel)."""
-    if not simd or op != "+" or dtype != FLOAT32.name or vector_bytes() != 64 or "avx512_bf16" not in cpu_flags():
+def _stored_as(e: Expr, typer: Typer, dtype: DType) -> DType | None:
+    """The stored type of ``e`` when it is an array element converted to ``dtype``, else ``None``."""
+    if not (isinstance(e, Cast) and e.dtype == dtype.name and isinstance(e.operand, Access)):
         return None
-    if _stored_bf16(left, program) and _stored_bf16(right, program):
-        return BF16_PAIRS
-    return None
+    return typer(e.operand).dtype
+
+
+def _choose(left: DType | None, right: DType | None, dtype: DType) -> DotProduct | None:
+    """The instruction for factors stored as ``left`` and ``right`` summed in ``dtype``."""
+    if dtype is FLOAT32:
+        return BF16_PAIRS if left is BFLOAT16 and right is BFLOAT16 else None
+    if dtype is not INT32 or left not in (INT8, UINT8) or right not in (INT8, UINT8):
+        return None
+    if left is not right:
+        return U8S8_QUADS if left is UINT8 else S8U8_QUADS
+    return I16_PAIRS
+
+
+def has_integer_dot() -> bool:
+    """Whether this machine sums 8-bit integers with dot-product instructions (AVX-512 VNNI)."""
+    return vector_bytes() == 64 and U8S8_QUADS.flag in cpu_flags()
+
+
+def integer_dot(left: Expr, right: Expr, typer: Typer) -> bool:
+    """Whether an int32 contraction of ``left`` and ``right`` sums 8-bit stored values that this
+    machine's instructions sum (the packed contraction takes int32 nests only then)."""
+    return has_integer_dot() and _choose(_stored_as(left, typer, INT32), _stored_as(right, typer, INT32),
+                                         INT32) is not None
+
+
+def dot_product(left: Expr, right: Expr, *, dtype: DType, op: str, typer: Typer, simd: bool) -> DotProduct | None:
+    """The dot-product instruction for a contraction of factors ``left`` and ``right`` summed in
+    ``dtype`` with ``op``, on this machine, or ``None`` (the micro-kernel of ``dtype``)."""
+    if not simd or op != "+" or vector_bytes() != 64:
+        return None
+    dot = _choose(_stored_as(left, typer, dtype), _stored_as(right, typer, dtype), dtype)
+    return dot if dot is not None and dot.flag in cpu_flags() else None
 
 
 def stored(e: Expr) -> Access:
@@ -77,54 +115,94 @@ def slot(dot: DotProduct, k: str) -> str:
     return f"({dot.group - 1} - {k} % {dot.group})" if dot.descending else f"{k} % {dot.group}"
 
 
-def bf16_micro_kernel(b: Blocking) -> str:
-    """``pt__ukernel_bf16x2add``: an ``MR x NR`` float32 block of the target plus the sums of pairs of
-    bfloat16 panels (``ap``: ``MR`` rows, ``bp``: ``NR`` columns, each a pair of values of ``k`` per
-    32 bits), with ``vdpbf16ps`` where the compiler has it, else plain float32 arithmetic in the same
-    order."""
-    lanes = 16
+@dataclass(frozen=True)
+class _Intrinsics:
+    """How the micro-kernel of a :class:`DotProduct` is written with AVX-512 intrinsics."""
+
+    macro: str
+    """Defined by the compiler where it has the instruction."""
+    acc: str
+    """Vector type of an accumulator and of a panel vector."""
+    load: str
+    store: str
+    zero: str
+    step: str
+    """The accumulation: ``acc``, the broadcast left value ``av`` and the right vector ``bv``."""
+    operand: str
+    """Vector type of the instruction's operands (``av``, ``bv``)."""
+    value: str
+    """Plain C: a stored value (the ``{}``) as a factor of the sum's terms."""
+
+
+_INTRINSICS = {
+    BF16_PAIRS.name: _Intrinsics("__AVX512BF16__", "__m512", "_mm512_loadu_ps", "_mm512_storeu_ps",
+                                 "_mm512_setzero_ps()", "_mm512_dpbf16_ps(acc, av, bv)", "__m512bh",
+                                 "pt__bf16_to_f32({})"),
+    U8S8_QUADS.name: _Intrinsics("__AVX512VNNI__", "__m512i", "_mm512_loadu_si512", "_mm512_storeu_si512",
+                                 "_mm512_setzero_si512()", "_mm512_dpbusd_epi32(acc, av, bv)", "__m512i",
+                                 "(int32_t){}"),
+    S8U8_QUADS.name: _Intrinsics("__AVX512VNNI__", "__m512i", "_mm512_loadu_si512", "_mm512_storeu_si512",
+                                 "_mm512_setzero_si512()", "_mm512_dpbusd_epi32(acc, bv, av)", "__m512i",
+                                 "(int32_t){}"),
+    I16_PAIRS.name: _Intrinsics("__AVX512VNNI__", "__m512i", "_mm512_loadu_si512", "_mm512_storeu_si512",
+                                "_mm512_setzero_si512()", "_mm512_dpwssd_epi32(acc, av, bv)", "__m512i",
+                                "(int32_t){}"),
+}
+
+
+def dot_micro_kernel(dot: DotProduct, t: str, b: Blocking) -> str:
+    """``pt__ukernel_<dot>add``: an ``MR x NR`` block of the target (C type ``t``) plus the sums of the
+    panels (``ap``: ``MR`` rows, ``bp``: ``NR`` columns, each a group of ``dot.group`` values of ``k``
+    per 32 bits), with the instruction where the compiler has it, else plain C in the same order."""
+    x = _INTRINSICS[dot.name]
+    g, lanes = dot.group, 16
     nv = b.nr // lanes
+    order = ("(k + 1 in the first slot, k in the second: the instruction adds the second slot's product "
+             "first, so every sum runs with k ascending)" if dot.descending else "(k ascending)")
+    slot_c = f"{g - 1} - k % {g}" if dot.descending else f"k % {g}"
+    term = " * ".join(x.value.format(f"{p}[k / {g} * {g * n} + {i} * {g} + h]")
+                      for p, n, i in (("ap", b.mr, "r"), ("bp", b.nr, "q")))
+    unroll = "#pragma GCC unroll"
     return f"""\
-/* C[r][q] += sum over k of L[r][k] * R[k][q], L and R bfloat16, C float32: an {b.mr} x {b.nr} block held in
-   registers; ap holds {b.mr} rows and bp {b.nr} columns, each as pairs of k (k + 1 in the first slot, k in the
-   second: vdpbf16ps adds the second slot's product first, so every sum runs with k ascending).  kc may be
-   odd: the panels' last pair is then zero in its first slot.  With load == 0 the block starts at zero. */
-#if defined(__AVX512BF16__)
+/* C[r][q] += sum over k of L[r][k] * R[k][q] with {dot.instruction}: an {b.mr} x {b.nr} block held in registers;
+   ap holds {b.mr} rows and bp {b.nr} columns, each as groups of {g} values of k {order}.
+   Past kc, the panels' last group holds zeros.  With load == 0 the block starts at zero. */
+#if defined({x.macro})
 #include <immintrin.h>
 #endif
-static void pt__ukernel_bf16x2add(int64_t kc, const uint16_t *restrict ap, const uint16_t *restrict bp,
-                                  float *restrict c, int64_t ldc, int load) {{
-#if defined(__AVX512BF16__)
-  const int64_t np = (kc + 1) / 2;
-  __m512 acc[{b.mr}][{nv}];
-  #pragma GCC unroll {b.mr}
+static void pt__ukernel_{dot.name}add(int64_t kc, const {dot.left_type} *restrict ap, const {dot.right_type} *restrict bp,
+                                  {t} *restrict c, int64_t ldc, int load) {{
+#if defined({x.macro})
+  const int64_t np = (kc + {g - 1}) / {g};
+  {x.acc} acc[{b.mr}][{nv}];
+  {unroll} {b.mr}
   for (int r = 0; r < {b.mr}; r++)
-    #pragma GCC unroll {nv}
-    for (int v = 0; v < {nv}; v++) acc[r][v] = load ? _mm512_loadu_ps(c + r * ldc + v * {lanes}) : _mm512_setzero_ps();
+    {unroll} {nv}
+    for (int v = 0; v < {nv}; v++) acc[r][v] = load ? {x.load}(c + r * ldc + v * {lanes}) : {x.zero};
   for (int64_t p = 0; p < np; p++) {{
-    __m512bh bv[{nv}];
-    #pragma GCC unroll {nv}
-    for (int v = 0; v < {nv}; v++) bv[v] = (__m512bh)_mm512_loadu_si512(bp + p * {2 * b.nr} + v * {2 * lanes});
-    #pragma GCC unroll {b.mr}
+    {x.operand} bv[{nv}];
+    {unroll} {nv}
+    for (int v = 0; v < {nv}; v++) bv[v] = ({x.operand})_mm512_loadu_si512(bp + p * {g * b.nr} + v * {g * lanes});
+    {unroll} {b.mr}
     for (int r = 0; r < {b.mr}; r++) {{
       int32_t w;
-      __builtin_memcpy(&w, ap + p * {2 * b.mr} + r * 2, sizeof w);
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(w);
-      #pragma GCC unroll {nv}
-      for (int v = 0; v < {nv}; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+      __builtin_memcpy(&w, ap + p * {g * b.mr} + r * {g}, sizeof w);
+      const {x.operand} av = ({x.operand})_mm512_set1_epi32(w);
+      {unroll} {nv}
+      for (int v = 0; v < {nv}; v++) acc[r][v] = {x.step.replace("acc", "acc[r][v]", 1).replace("bv", "bv[v]")};
     }}
   }}
-  #pragma GCC unroll {b.mr}
+  {unroll} {b.mr}
   for (int r = 0; r < {b.mr}; r++)
-    #pragma GCC unroll {nv}
-    for (int v = 0; v < {nv}; v++) _mm512_storeu_ps(c + r * ldc + v * {lanes}, acc[r][v]);
+    {unroll} {nv}
+    for (int v = 0; v < {nv}; v++) {x.store}(c + r * ldc + v * {lanes}, acc[r][v]);
 #else
   for (int r = 0; r < {b.mr}; r++)
     for (int q = 0; q < {b.nr}; q++) {{
-      float s = load ? c[r * ldc + q] : 0;
+      {t} s = load ? c[r * ldc + q] : 0;
       for (int64_t k = 0; k < kc; k++) {{
-        const int64_t p = k / 2, h = 1 - k % 2;
-        s = s + pt__bf16_to_f32(ap[p * {2 * b.mr} + r * 2 + h]) * pt__bf16_to_f32(bp[p * {2 * b.nr} + q * 2 + h]);
+        const int64_t h = {slot_c};
+        s = s + {term};
       }}
       c[r * ldc + q] = s;
     }}
@@ -133,4 +211,5 @@ static void pt__ukernel_bf16x2add(int64_t kc, const uint16_t *restrict ap, const
 """
 
 
-__all__ = ["BF16_PAIRS", "DotProduct", "bf16_micro_kernel", "dot_product", "slot", "stored"]
+__all__ = ["BF16_PAIRS", "I16_PAIRS", "S8U8_QUADS", "U8S8_QUADS", "DotProduct", "dot_micro_kernel", "dot_product",
+           "has_integer_dot", "integer_dot", "slot", "stored"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..dtypes import DType
 from .blocking import Blocking, blocking, vector_bytes
-from .dot_product import BF16_PAIRS, DotProduct, bf16_micro_kernel
+from .dot_product import DotProduct, dot_micro_kernel
 
 
 def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False, dot: DotProduct | None = None) -> str:
@@ -30,8 +30,8 @@ def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False, dot: DotProdu
     instruction instead."""
     b = blocking(d)
     if dot is not None:
-        assert dot is BF16_PAIRS and op == "+"
-        return bf16_micro_kernel(b) + _edge_kernel(d, b, f"{dot.name}add", "", dot.panel_type)
+        assert op == "+"
+        return dot_micro_kernel(dot, d.c_type, b) + _edge_kernel(d, b, f"{dot.name}add", "", (dot.left_type, dot.right_type))
     name = f"{d.name}{'add' if op == '+' else 'sub'}"
     attr = '__attribute__((optimize("fp-contract=fast")))\n' if fma else ""
     body = _simd_body(d, op, b) if simd else _scalar_body(d, op, b)
@@ -103,14 +103,14 @@ def _scalar_body(d: DType, op: str, b: Blocking) -> str:
 """
 
 
-def _edge_kernel(d: DType, b: Blocking, name: str, attr: str, panel: str | None = None) -> str:
+def _edge_kernel(d: DType, b: Blocking, name: str, attr: str, panels: tuple[str, str] | None = None) -> str:
     """``pt__uedge_<name>``: the micro-kernel on the valid ``mr x nr`` corner of a block, through a tile;
-    ``panel`` is the C type of the panels' elements when it is not the target's."""
+    ``panels`` are the C types of the left and right panels' elements when they are not the target's."""
     t = d.c_type
-    pt = panel or t
+    lt, rt = panels or (t, t)
     return f"""\
 /* The same on the valid mr x nr corner of a block at the target's ragged edge. */
-{attr}static void pt__uedge_{name}(int64_t kc, const {pt} *restrict ap, const {pt} *restrict bp, {t} *restrict c,
+{attr}static void pt__uedge_{name}(int64_t kc, const {lt} *restrict ap, const {rt} *restrict bp, {t} *restrict c,
                              int64_t ldc, int64_t mr, int64_t nr, int load) {{
   {t} tile[{b.mr} * {b.nr}] = {{0}};
   for (int64_t r = 0; r < mr && load; r++)

@@ -73,8 +73,8 @@ class _NestPrinter:
         self.b = blocking(c.dtype)
         self.t = c.dtype.c_type
         self.kern = f"{c.dtype.name if c.dot is None else c.dot.name}{'add' if c.op == '+' else 'sub'}"
-        self.pt = self.t if c.dot is None else c.dot.panel_type
-        """C type of the panels' elements."""
+        self.lt, self.rt = (self.t, self.t) if c.dot is None else (c.dot.left_type, c.dot.right_type)
+        """C types of the elements of the left and right panels."""
         self.g = 1 if c.dot is None else c.dot.group
         """Values of ``k`` side by side in the panels (:mod:`.dot_product`)."""
         self.kenv = {it: f"pt__k{j}" for j, it in enumerate(c.k)}
@@ -195,19 +195,21 @@ class _NestPrinter:
 
     def panels(self) -> None:
         """The panel buffers of ``R`` and ``L`` (none under the test hook ``PT_NO_PANELS``)."""
-        b, t = self.b, self.pt
+        b, lt, rt = self.b, self.lt, self.rt
         self.out(0, "#ifndef PT_NO_PANELS  /* a test hook: -DPT_NO_PANELS runs the fallback below */")
-        self.out(2, f"{t} *pt__bp = aligned_alloc(64, sizeof({t}) * {b.kc * b.nc});",
-                 f"{t} *pt__ap = aligned_alloc(64, sizeof({t}) * {b.kc * b.mr});")
+        self.out(2, f"{rt} *pt__bp = aligned_alloc(64, sizeof({rt}) * {b.kc * b.nc});",
+                 f"{lt} *pt__ap = aligned_alloc(64, sizeof({lt}) * {b.kc * b.mr});")
         self.out(0, "#else")
-        self.out(2, f"{t} *pt__bp = NULL, *pt__ap = NULL;")
+        self.out(2, f"{rt} *pt__bp = NULL;" if lt != rt else f"{lt} *pt__bp = NULL, *pt__ap = NULL;")
+        if lt != rt:
+            self.out(2, f"{lt} *pt__ap = NULL;")
         self.out(0, "#endif")
         self.out(2, "int pt__exact = 1;")
 
     def whole_left(self) -> None:
         """``pt__aw``: the panels of ``L`` for all the thread's rows and sums, packed once for every batch
         point when ``L`` does not change with it and they fit (else ``NULL``)."""
-        c, b, t = self.c, self.b, self.pt
+        c, b, t = self.c, self.b, self.lt
         kn = self.grouped("pt__kn")
         if not c.pack_l_once:
             self.out(2, f"{t} *pt__aw = NULL;")
@@ -236,7 +238,7 @@ class _NestPrinter:
     def finiteness_check(self) -> None:
         """With zero-padded panels, ``pt__exact``: whether every value of ``L`` on its box is finite."""
         c = self.c
-        if not c.padded:
+        if not c.padded or c.dtype.kind != "f":
             return
         self.out(2, "/* the zeros of the padded panels are summed too: exact while every value of L is finite */",
                  "for (int64_t pt__fa = pt__a0; pt__fa < pt__a1; pt__fa++)",
@@ -299,7 +301,7 @@ class _NestPrinter:
     def row_blocks(self) -> None:
         """For each block of ``MR`` rows: its panel of ``L`` (unless packed whole), one micro-kernel call
         per ``NR`` columns, and the epilogue once the block's sums are complete."""
-        c, b, t = self.c, self.b, self.pt
+        c, b, t = self.c, self.b, self.lt
         self.out(6,
                  f"for (int64_t pt__ic = pt__lo; pt__ic < pt__hi; pt__ic += {b.mr}) {{",
                  f"  const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);",

@@ -10,7 +10,7 @@ are rounded once at the op's output, as oneDNN does.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.fx as fx
@@ -20,7 +20,17 @@ from ..dtypes import dtype as pt_type
 from .torch_args import as_int, as_ints, fake
 from .torch_lower import SegmentLowering, register
 from .torch_ops_reduce import LANES, reduce_into
-from .torch_quant_contraction import quantized, record, requantized, shifted, weight_sums
+from .torch_quant_contraction import (
+    activation_sums,
+    corrections,
+    integer_dot_product,
+    quantized,
+    record,
+    requantized,
+    shifted,
+    weight_sums,
+    widened,
+)
 from .torch_values import (
     Index,
     LoweringError,
@@ -47,13 +57,17 @@ def _rows_contiguous(v: Val) -> bool:
     return _contiguous_along(v, v.rank - 1)
 
 
-def _packed_on_cpu(ctx: SegmentLowering, a: Val, b: Val, out: torch.dtype) -> bool:
+def _packed_on_cpu(ctx: SegmentLowering, a: Val, b: Val, out: torch.dtype, acc: torch.dtype) -> bool:
     """Whether the CPU generator is expected to pack this product's panels, which read ``B`` in whatever
     layout it has: a product accumulating in float32 or float64 (16-bit factors are widened as they are
-    packed) on the CPU under the default fusion policy, which gives it a nest of its own.  Where it is not
-    packed after all, ``B`` is read across rows: slower, still exact."""
-    return (ctx.target() == "cpu" and ctx.options.fuse in (None, "outer") and a.dtype == b.dtype == out
-            and acc_dtype(out) in (torch.float32, torch.float64))
+    packed), or 8-bit integers summed in int32 on a machine with integer dot-product instructions, on the
+    CPU under the default fusion policy, which gives it a nest of its own.  Where it is not packed after
+    all, ``B`` is read across rows: slower, still exact."""
+    if ctx.target() != "cpu" or ctx.options.fuse not in (None, "outer"):
+        return False
+    if acc == torch.int32:
+        return {a.dtype, b.dtype} <= {torch.int8, torch.uint8} and integer_dot_product()
+    return a.dtype == b.dtype == out and acc_dtype(out) in (torch.float32, torch.float64)
 
 
 def _contiguous_along(v: Val, dim: int) -> bool:
@@ -114,7 +128,7 @@ def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, acc: torch.dty
     a = ctx.readable(a, node.name + "_a")
     if _skinny(ctx, a, b, shape, a.shape[-1]):
         return _skinny_product(ctx, node, a, b, acc)
-    in_place = _rows_contiguous(b) or _packed_on_cpu(ctx, a, b, out) or _on_tensor_cores(ctx, b)
+    in_place = _rows_contiguous(b) or _packed_on_cpu(ctx, a, b, out, acc) or _on_tensor_cores(ctx, b)
     b = ctx.readable(b, node.name + "_b") if in_place else ctx.stored(b, node.name + "_b")
     k = a.shape[-1]
     name = ctx.temp(node.name, shape, acc)
@@ -147,13 +161,16 @@ def _quantized_product(ctx: SegmentLowering, node: fx.Node, a_node: object, b_no
             or not w.scales_along(1)):
         return None
     shape = ctx.out(node)[0]
-    wq = shifted(w)
-    wsum = weight_sums(ctx, node.name + "_wsum", wq, shape[1], (wq.shape[0],), lambda it: (it[1], it[0]),
+    k = w.q.shape[0]
+    wsum = weight_sums(ctx, node.name + "_wsum", widened(w.q), shape[1], (k,), lambda it: (it[1], it[0]),
                        x.zero_value)
-    sums = _product(ctx, node, x.q, wq, acc=torch.int32)
+    asum = None if w.zero_value == 0 else activation_sums(ctx, node.name + "_asum", x.q, (shape[0],), (k,),
+                                                         lambda it: it, lambda idx: (idx[0],))
+    sums = _product(ctx, node, x.q, w.q, acc=torch.int32)
     record(ctx, node, x, w)
     bl = broadcast(bias, shape) if bias is not None else None
-    return requantized(sums, x.zero_value, wsum, lambda idx: idx[1],
+    return requantized(sums, corrections(x.zero_value, wsum, asum, lambda idx: w.zero(("0", idx[1])), k,
+                                         lambda idx: idx[1]),
                        lambda idx: f"({x.scale(idx)} * {w.scale(idx)})",
                        (lambda idx: cast(bl(idx), bias.dtype, torch.float32)) if bl is not None and bias is not None
                        else None)
@@ -256,16 +273,19 @@ def _convolution(ctx: SegmentLowering, node: fx.Node) -> Val:
 
 
 def _conv_sums(ctx: SegmentLowering, node: fx.Node, conv: _Conv, x: Val, w: Val, acc: torch.dtype,
-               start: Callable[[Index], str], pad: str = "0", start_ops: int = 0) -> Val:
+               start: Callable[[Index], str], pad: str = "0", start_ops: int = 0,
+               shape: tuple[str, ...] | None = None, base: str | None = None) -> Val:
     """The convolution's sums in ``acc``, each started at ``start(it)``: unrolled into one statement when
     the window is small and unpadded, as an implicit GEMM when rows would leave the register blocks
     emptier than :data:`ROW_BLOCK_USE` (padding filled with ``pad``), else as a nest over rows.  The
-    factors are read as ``acc``."""
-    shape = ctx.out(node)[0]
+    factors are read as ``acc``.  ``shape`` and ``base`` (the output's shape and the arrays' names) are
+    the node's unless given."""
+    shape = shape or ctx.out(node)[0]
+    base = base or node.name
     unroll = conv.terms <= MAX_UNROLLED_TERMS and not conv.padded
     if not (unroll and x.ops * conv.terms <= MAX_RECOMPUTE_OPS):
-        x = ctx.readable(x, node.name + "_x")
-    w = ctx.readable(w, node.name + "_w")
+        x = ctx.readable(x, base + "_x")
+    w = ctx.readable(w, base + "_w")
     cout_g = conv.cout // conv.groups
     (sh, sw), (ph, pw), (dh, dw) = conv.stride, conv.padding, conv.dilation
     height, width = x.shape[2], x.shape[3]
@@ -289,9 +309,9 @@ def _conv_sums(ctx: SegmentLowering, node: fx.Node, conv: _Conv, x: Val, w: Val,
     if pad != "0" or _flattened(ctx, shape, x, acc):
         geometry = _Geometry(int(height), int(width), int(shape[2]), int(shape[3]), conv.kh, conv.kw, sh, sw, ph,
                              pw, dh, dw)
-        return _implicit_gemm(ctx, node.name, x, w, shape, acc, geometry, conv.cin_g, cout_g, start, pad)
+        return _implicit_gemm(ctx, base, x, w, shape, acc, geometry, conv.cin_g, cout_g, start, pad)
     guard = inside(*coords(("i0", "i1", "i5", "i6"), "i2", "i3", "i4")[1:], height, width) if conv.padded else []
-    return _row_nest(ctx, node.name, shape, acc, (conv.cin_g, conv.kh, conv.kw), term, start, guard)
+    return _row_nest(ctx, base, shape, acc, (conv.cin_g, conv.kh, conv.kw), term, start, guard)
 
 
 def _quantized_convolution(ctx: SegmentLowering, node: fx.Node, conv: _Conv, bias: Val | None) -> Val | None:
@@ -303,16 +323,32 @@ def _quantized_convolution(ctx: SegmentLowering, node: fx.Node, conv: _Conv, bia
     if (x is None or w is None or x.zero_value is None or not x.per_tensor or not w.scales_along(0)
             or ctx.on_gpu() or not static):
         return None
-    wq = shifted(w)
-    wsum = weight_sums(ctx, node.name + "_wsum", wq, str(conv.cout), (str(conv.cin_g), str(conv.kh), str(conv.kw)),
-                       lambda it: it, x.zero_value)
+    # the weights' zero points stay in the weights (read as int32) where the activations' window sums
+    # would be per group; elsewhere the weights are read as stored, corrected by those sums
+    in_weights = w.zero_value != 0 and conv.groups != 1
+    wq = shifted(w) if in_weights else w.q
+    wsum = weight_sums(ctx, node.name + "_wsum", shifted(w) if in_weights else widened(w.q), str(conv.cout),
+                       (str(conv.cin_g), str(conv.kh), str(conv.kw)), lambda it: it, x.zero_value)
+    asum = None if in_weights or w.zero_value == 0 else _window_sums(ctx, node, conv, x.q, literal(x.zero_value))
     sums = _conv_sums(ctx, node, conv, x.q, wq, torch.int32, lambda it: "0", literal(x.zero_value))
     record(ctx, node, x, w)
     bl = broadcast(bias, (shape[1],)) if bias is not None else None
-    return requantized(sums, x.zero_value, wsum, lambda idx: idx[1],
+    zw = (lambda idx: "0") if in_weights else (lambda idx: w.zero((idx[1], "0", "0", "0")))
+    return requantized(sums, corrections(x.zero_value, wsum, asum, zw, str(conv.terms), lambda idx: idx[1]),
                        lambda idx: f"({x.scale(idx)} * {w.scale((idx[1], '0', '0', '0'))})",
                        (lambda idx: cast(bl((idx[1],)), bias.dtype, torch.float32))
                        if bl is not None and bias is not None else None)
+
+
+def _window_sums(ctx: SegmentLowering, node: fx.Node, conv: _Conv, xq: Val, pad: str) -> Callable[[Index], str]:
+    """The sums of the stored activations ``xq`` over each output pixel's window (padding read as ``pad``),
+    in int32, as a convolution with one output channel of ones; the int32 text of the sum for output
+    ``idx``."""
+    n, _, ho, wo = ctx.out(node)[0]
+    ones = Val(("1", str(conv.cin_g), str(conv.kh), str(conv.kw)), torch.int32, lambda idx: "1")
+    sums = _conv_sums(ctx, node, replace(conv, cout=1), xq, ones, torch.int32, lambda it: "0", pad,
+                      shape=(n, "1", ho, wo), base=node.name + "_asum")
+    return lambda idx: sums.load((idx[0], "0", idx[2], idx[3]))
 
 
 def inside(y: str, x: str, height: object, width: object) -> list[str]:

@@ -3,13 +3,17 @@ integer tensors (``dequantize(q) = (q - zero) * scale``) is computed as an integ
 int32, and scaled once per output element.
 
 With ``x = (xq - zx) * sx`` (per tensor) and ``w = (wq - zw[c]) * sw[c]`` (per tensor, or per output
-channel ``c``), each output is ``sx * sw[c] * sum_k (xq - zx) * (wq - zw[c])``, and the sum is
+channel ``c``), each output is ``sx * sw[c] * sum_k (xq - zx) * (wq - zw[c])``, and the sum over the
+``K`` terms is
 
-    sum_k xq * w'  -  zx * sum_k w'        with  w' = wq - zw[c]
+    sum_k xq * wq  -  zx * sum_k wq  -  zw[c] * sum_k xq  +  K * zx * zw[c]
 
-so the activations are read as they are stored (uint8 or int8): the first sum is the contraction itself,
-the second a per-channel sum of the weights (computed once per call, over the weights only).  Padding
-must contribute nothing, so padded activations are filled with ``zx`` rather than 0.  The float result
+so both factors are read as they are stored (uint8 or int8; the CPU then sums them with its integer
+dot-product instructions, :mod:`polytri.cpu_codegen.dot_product`): the first sum is the contraction
+itself, the second a per-channel sum of the weights (over the weights only), the third a sum of the
+activations per output row or pixel (over the activations only: ``1 / channels`` of the contraction's
+work), each left out where its zero point is known to be 0.  Padding must contribute nothing, so padded
+activations are filled with ``zx`` rather than 0 (and count among the ``K`` terms).  The float result
 then follows the op: ``float32(sum) * (sx * sw[c]) + bias[c]``, rounded to the output's dtype.  The sum
 is exact; the dequantized float product eager computes rounds at each step, so the two differ by
 float32 rounding, far below one quantization step.
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
+from ..cpu_codegen.dot_product import has_integer_dot
 from ..pipeline.decisions import Decision
 from .torch_args import as_float, as_int, as_ints
 from .torch_lower import HANDLERS, SegmentLowering, is_view, op_name
@@ -128,10 +133,47 @@ def _permuted(v: Quantized, dims: list[int]) -> Quantized:
 
 
 def shifted(w: Quantized) -> Val:
-    """``wq - zw`` as int32 (the weight side of the sum)."""
+    """``wq - zw`` as int32 (the weight side of the sum, where the weight's zero point stays in it)."""
     if w.zero_value == 0:
         return Val(w.q.shape, I32, lambda idx: cast(w.q.load(idx), w.q.dtype, I32), ops=1)
     return Val(w.q.shape, I32, lambda idx: f"({cast(w.q.load(idx), w.q.dtype, I32)} - {w.zero(idx)})", ops=2)
+
+
+def widened(q: Val) -> Val:
+    """The stored integers ``q`` read as int32."""
+    return Val(q.shape, I32, lambda idx: cast(q.load(idx), q.dtype, I32), ops=1)
+
+
+def integer_dot_product() -> bool:
+    """Whether the CPU sums 8-bit factors with dot-product instructions: their contraction then reads
+    both factors where they are stored, in any layout (the packed panels reorder them)."""
+    return has_integer_dot()
+
+
+def activation_sums(ctx: SegmentLowering, base: str, x: Val, rows: tuple[str, ...], terms: tuple[str, ...],
+                    at: Callable[[Index], Index], row: Callable[[Index], Index]) -> Callable[[Index], str]:
+    """An int32 array of the sums of the stored activations ``x`` over ``terms`` for each of ``rows``
+    (``at(row..., term...)`` is the index of ``x``); returns the int32 text of the sum for output ``idx``
+    (``row(idx)`` is its row)."""
+    name = ctx.temp(base, rows, I32)
+    ctx.emit(name, rows, lambda it, r: "0")
+    ctx.emit(name, (*rows, *terms), lambda it, r: cast(x.load(at(it)), x.dtype, I32), op="+=",
+             index=lambda it: it[:len(rows)])
+    return lambda idx: f"{name}[{', '.join(row(idx))}]"
+
+
+def corrections(zx: int, wsum: str | None, asum: Callable[[Index], str] | None, zw: Callable[[Index], str],
+                terms: str, channel: Callable[[Index], str]) -> Callable[[Index], str] | None:
+    """int32 text to subtract from the sum of stored factors at output ``idx``: ``zx * wsum[c] + zw[c] *
+    (asum - K * zx)`` (see the module docstring), without the terms whose zero point is 0; ``None``
+    when there is nothing to subtract."""
+    def load(idx: Index) -> str:
+        parts = [] if wsum is None else [f"{literal(zx)} * {wsum}[{channel(idx)}]"]
+        if asum is not None:
+            rows = asum(idx) if zx == 0 else f"({asum(idx)} - {terms} * {literal(zx)})"
+            parts.append(f"{zw(idx)} * {rows}")
+        return " + ".join(parts)
+    return load if wsum is not None or asum is not None else None
 
 
 def weight_sums(ctx: SegmentLowering, base: str, w: Val, channels: str, terms: tuple[str, ...],
@@ -155,11 +197,12 @@ def record(ctx: SegmentLowering, node: fx.Node, x: Quantized, w: Quantized) -> N
         {"activation": str(x.q.dtype), "weight": str(w.q.dtype), "zero_point": x.zero_value}))
 
 
-def requantized(sums: Val, zx: int, wsum: str | None, channel: Callable[[Index], str], scale: Callable[[Index], str],
+def requantized(sums: Val, correction: Callable[[Index], str] | None, scale: Callable[[Index], str],
                 bias: Callable[[Index], str] | None) -> Val:
-    """The float32 result of integer ``sums``: ``float32(sum - zx * wsum[c]) * scale + bias``."""
+    """The float32 result of integer ``sums``: ``float32(sum - correction) * scale + bias``
+    (:func:`corrections`)."""
     def load(idx: Index) -> str:
-        total = sums.load(idx) if wsum is None else f"({sums.load(idx)} - {literal(zx)} * {wsum}[{channel(idx)}])"
+        total = sums.load(idx) if correction is None else f"({sums.load(idx)} - ({correction(idx)}))"
         value = f"{cast(total, I32, F32)} * {scale(idx)}"
         return f"({value} + {bias(idx)})" if bias is not None else f"({value})"
     return Val(sums.shape, F32, load, ops=sums.ops + 4)
