@@ -20,7 +20,7 @@ from ..schedule.loop_ast import Block, For, If, Node, Run, run_counts, walk
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
 from .contraction import find_contraction, find_domain_contraction
 from .contraction_fusion import epilogue_iterators, zero_init_fuses
-from .contraction_model import Contraction
+from .contraction_model import Contraction, few_columns
 from .dot_product import dot_product
 from .microkernel import micro_kernel
 from .packing import contraction_lines
@@ -211,8 +211,8 @@ class _Printer:
             return None
         dot = dot_product(found.left, found.right, dtype=found.dtype, op=found.op, typer=self.exprs.t,
                           simd=self.opts.simd)
-        if dot is None and found.dtype.kind != "f":
-            return None  # integer sums are packed only for the dot-product instructions
+        if found.dtype.kind != "f" and (dot is None or few_columns(found)):
+            return None  # integer sums are packed only for the dot-product instructions, and blocks they fill
         return replace(found, dot=dot)
 
     def loop(self, n: For, depth: int, in_parallel: bool, zero_init: bool = False,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dtypes import DType
+from ..ir.affine import const_value
 from ..ir.expr import Expr
 from ..ir.program import Statement
 from .blocking import blocking
@@ -67,6 +68,14 @@ class Contraction:
     from panels of the stored values (:mod:`.dot_product`); ``None``: panels of the nest's type."""
 
 
+def few_columns(c: Contraction) -> bool:
+    """Whether the nest has a static number of columns under a quarter of a register block's: packed,
+    each block would be mostly empty (an integer product of a few rows, written with its target
+    transposed, whose loops sum along ``k`` with the same dot-product instructions, unpacked)."""
+    lo, hi = (const_value(e) for e in c.bounds[c.b])
+    return lo is not None and hi is not None and hi - lo < blocking(c.dtype).nr // 4
+
+
 def describe(c: Contraction) -> str:
     """One line for a kernel's decisions."""
     b = blocking(c.dtype)
@@ -80,4 +89,4 @@ def describe(c: Contraction) -> str:
             f"blocked micro-kernel{dot}{pad}{init}{epi}")
 
 
-__all__ = ["Contraction", "describe"]
+__all__ = ["Contraction", "describe", "few_columns"]

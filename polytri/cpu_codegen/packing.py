@@ -117,6 +117,11 @@ class _NestPrinter:
             return f"{kk} * {width} + {pos}"
         return f"{kk} / {self.g} * {self.g * width} + {pos} * {self.g} + {slot(self.c.dot, kk)}"
 
+    def slot_of(self, offset: int) -> int:
+        """The slot in its group of the ``offset``-th value of ``k`` of the group."""
+        assert self.c.dot is not None
+        return self.g - 1 - offset if self.c.dot.descending else offset
+
     def in_sum(self, kk: str, n: str) -> str:
         """Condition for sum index ``kk`` to be one of ``n``, when the panels run on to whole groups."""
         return "" if self.g == 1 else f"{kk} < {n} && "
@@ -289,6 +294,20 @@ class _NestPrinter:
                      f"    for (int64_t pt__kk = 0; pt__kk < {kc}; pt__kk++) {{")
             self.unflatten(8, c.k, "pt__k", "pt__pc + pt__kk")
             self.scoped(8, renv, (c.right, *self.guard), pack_r)
+            self.out(7, "}")
+        elif self.g > 1:
+            # a group of k at a time: each column's values of the group are consecutive in the panel, so
+            # the loop along the columns stores whole groups (an element at a time, the stores had a stride)
+            self.out(6, f"for (int64_t pt__kk = 0; pt__kk < {kc}; pt__kk += {self.g})",
+                     f"  for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
+                     f"    for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++) {{")
+            for slot_ in range(self.g):
+                self.out(8, "{")
+                self.unflatten(9, c.k, "pt__k", f"pt__pc + pt__kk + {slot_}")
+                self.scoped(9, renv, (c.right, *self.guard),
+                            [f"pt__bp[pt__jr * {kc} + pt__kk * {b.nr} + pt__q * {self.g} + {self.slot_of(slot_)}] = "
+                             f"pt__kk + {slot_} < pt__kc && {cond} ? {self.panel_value(c.right)} : 0;"])
+                self.out(8, "}")
             self.out(7, "}")
         else:
             self.out(6, f"for (int64_t pt__kk = 0; pt__kk < {kc}; pt__kk++) {{")

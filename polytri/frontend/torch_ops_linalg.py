@@ -94,6 +94,17 @@ def _skinny(ctx: SegmentLowering, a: Val, b: Val, shape: tuple[str, ...], k: str
             and _contiguous_along(a, 1) and _contiguous_along(b, 0))
 
 
+def _skinny_integers(ctx: SegmentLowering, a: Val, b: Val, shape: tuple[str, ...], acc: torch.dtype) -> bool:
+    """Whether an integer product (8-bit factors summed in int32) of at most :data:`SKINNY_ROWS` static
+    rows, both factors contiguous along the sum, is computed as :func:`_skinny_product`: a plain sum
+    along ``k`` for each element, which gcc vectorizes with the dot-product instructions (AVX-512 VNNI's
+    ``vpdpbusd`` where present) straight from memory, where packing the weight would cost more than the
+    products it feeds."""
+    rows = shape[-2] if len(shape) == 2 else ""
+    return (acc == torch.int32 and not ctx.on_gpu() and rows.isdigit() and int(rows) <= SKINNY_ROWS
+            and _contiguous_along(a, 1) and _contiguous_along(b, 0))
+
+
 def _skinny_product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, acc: torch.dtype) -> Val:
     """``C[i, j] = sum_k A[i, k] * B[k, j]`` as a reduction over ``k`` in vector lanes, ``j`` outermost and
     the few rows ``i`` inside it: each column of ``B`` (a row of a linear layer's weight) is read once from
@@ -126,7 +137,7 @@ def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, acc: torch.dty
         raise LoweringError("integer matrix products run in eager")
     acc = acc or acc_dtype(out)
     a = ctx.readable(a, node.name + "_a")
-    if _skinny(ctx, a, b, shape, a.shape[-1]):
+    if _skinny(ctx, a, b, shape, a.shape[-1]) or _skinny_integers(ctx, a, b, shape, acc):
         return _skinny_product(ctx, node, a, b, acc)
     in_place = _rows_contiguous(b) or _packed_on_cpu(ctx, a, b, out, acc) or _on_tensor_cores(ctx, b)
     b = ctx.readable(b, node.name + "_b") if in_place else ctx.stored(b, node.name + "_b")
@@ -162,11 +173,12 @@ def _quantized_product(ctx: SegmentLowering, node: fx.Node, a_node: object, b_no
         return None
     shape = ctx.out(node)[0]
     k = w.q.shape[0]
+    xq = ctx.readable(x.q, node.name + "_a")  # read by the sums and the activations' sums
     wsum = weight_sums(ctx, node.name + "_wsum", widened(w.q), shape[1], (k,), lambda it: (it[1], it[0]),
                        x.zero_value)
-    asum = None if w.zero_value == 0 else activation_sums(ctx, node.name + "_asum", x.q, (shape[0],), (k,),
+    asum = None if w.zero_value == 0 else activation_sums(ctx, node.name + "_asum", xq, (shape[0],), (k,),
                                                          lambda it: it, lambda idx: (idx[0],))
-    sums = _product(ctx, node, x.q, w.q, acc=torch.int32)
+    sums = _product(ctx, node, xq, w.q, acc=torch.int32)
     record(ctx, node, x, w)
     bl = broadcast(bias, shape) if bias is not None else None
     return requantized(sums, corrections(x.zero_value, wsum, asum, lambda idx: w.zero(("0", idx[1])), k,
@@ -329,8 +341,10 @@ def _quantized_convolution(ctx: SegmentLowering, node: fx.Node, conv: _Conv, bia
     wq = shifted(w) if in_weights else w.q
     wsum = weight_sums(ctx, node.name + "_wsum", shifted(w) if in_weights else widened(w.q), str(conv.cout),
                        (str(conv.cin_g), str(conv.kh), str(conv.kw)), lambda it: it, x.zero_value)
-    asum = None if in_weights or w.zero_value == 0 else _window_sums(ctx, node, conv, x.q, literal(x.zero_value))
-    sums = _conv_sums(ctx, node, conv, x.q, wq, torch.int32, lambda it: "0", literal(x.zero_value))
+    with_asum = not in_weights and w.zero_value != 0
+    xq = ctx.readable(x.q, node.name + "_x") if with_asum else x.q  # read by both sums: computed once
+    asum = _window_sums(ctx, node, conv, xq, x.zero_value) if with_asum else None
+    sums = _conv_sums(ctx, node, conv, xq, wq, torch.int32, lambda it: "0", literal(x.zero_value))
     record(ctx, node, x, w)
     bl = broadcast(bias, (shape[1],)) if bias is not None else None
     zw = (lambda idx: "0") if in_weights else (lambda idx: w.zero((idx[1], "0", "0", "0")))
@@ -340,14 +354,21 @@ def _quantized_convolution(ctx: SegmentLowering, node: fx.Node, conv: _Conv, bia
                        if bl is not None and bias is not None else None)
 
 
-def _window_sums(ctx: SegmentLowering, node: fx.Node, conv: _Conv, xq: Val, pad: str) -> Callable[[Index], str]:
-    """The sums of the stored activations ``xq`` over each output pixel's window (padding read as ``pad``),
-    in int32, as a convolution with one output channel of ones; the int32 text of the sum for output
-    ``idx``."""
-    n, _, ho, wo = ctx.out(node)[0]
-    ones = Val(("1", str(conv.cin_g), str(conv.kh), str(conv.kw)), torch.int32, lambda idx: "1")
-    sums = _conv_sums(ctx, node, replace(conv, cout=1), xq, ones, torch.int32, lambda it: "0", pad,
-                      shape=(n, "1", ho, wo), base=node.name + "_asum")
+def _window_sums(ctx: SegmentLowering, node: fx.Node, conv: _Conv, xq: Val, zero: int) -> Callable[[Index], str]:
+    """The sums of the stored activations ``xq`` (one group) over each output pixel's window, the padding
+    read as the zero point ``zero``, in int32: first over the channels at each pixel (the loop along
+    rows innermost), then over the window of that one channel, as a convolution of ones (padding
+    ``channels * zero``); the int32 text of the sum for output ``idx``."""
+    n, c, h, w = xq.shape
+    out_n, _, ho, wo = ctx.out(node)[0]
+    channels = ctx.temp(node.name + "_csum", (n, "1", h, w), torch.int32)
+    ctx.emit(channels, (n, "1", h, w), lambda it, r: "0")
+    ctx.emit(channels, (n, c, h, w), lambda it, r: cast(xq.load(it), xq.dtype, torch.int32), op="+=",
+             index=lambda it: (it[0], "0", it[2], it[3]))
+    ones = Val(("1", "1", str(conv.kh), str(conv.kw)), torch.int32, lambda idx: "1")
+    sums = _conv_sums(ctx, node, replace(conv, cin_g=1, cout=1), array_val(channels, (n, "1", h, w), torch.int32),
+                      ones, torch.int32, lambda it: "0", literal(conv.cin_g * zero), shape=(out_n, "1", ho, wo),
+                      base=node.name + "_asum")
     return lambda idx: sums.load((idx[0], "0", idx[2], idx[3]))
 
 
