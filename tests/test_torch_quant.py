@@ -5,6 +5,7 @@ eager and equals the quantized model run in eager."""
 from __future__ import annotations
 
 import pathlib
+import warnings
 from typing import Any
 
 import pytest
@@ -160,6 +161,31 @@ def test_a_quantized_mlp_with_quantized_output() -> None:
         report = pt.explain(quantized, x, compile_options={"target": "cpu"})
     assert report.fallback_ops == [], str(report)
     assert sum("int8 x int8 contraction" in r for k in report.kernels for r in k.rewrites) == 2, str(report)
+    torch.testing.assert_close(report.result, expected, rtol=0, atol=0)
+
+
+@pytest.mark.interp
+def test_an_int8_mlp_on_nvgpu_uses_tl_dot() -> None:
+    """On a Triton target the int8 x int8 sums of the XNNPACK flow are ``tl.dot`` on int8 with int32
+    accumulation (the weights are read as stored); in the interpreter, equal to eager's quantized model
+    exactly.  (A cast of a product of two literal scales used to be ``(a * b).to(...)`` on a Python float:
+    the kernel failed and the graph ran in eager.)"""
+    pytest.importorskip("torchao")
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 16)).eval()
+    x = torch.randn(4, 64)
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=False))
+    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
+    prepared(x)
+    quantized = convert_pt2e(prepared)
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        expected = quantized(x)
+        report = pt.explain(quantized, x, compile_options={"target": "nvgpu"})
+    assert not [w for w in caught if "eager" in str(w.message)], [str(w.message) for w in caught]
+    assert "tl.dot" in "".join(str(k.source) for k in report.kernels)
     torch.testing.assert_close(report.result, expected, rtol=0, atol=0)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from .. import dtypes
 from ..dtypes import BFLOAT16, BOOL, FLOAT16, FLOAT64, DType
 from ..ir.affine import const_value
-from ..ir.expr import COMPARE_OPS, Access, Binary, Call, Cast, Const, Expr, Unary, Var
+from ..ir.expr import COMPARE_OPS, Access, Binary, Call, Cast, Const, Expr, Unary, Var, walk
 from ..ir.types import Typer
 
 TL_TYPES = {"bool": "tl.int1", "int8": "tl.int8", "uint8": "tl.uint8", "int32": "tl.int32", "int64": "tl.int64",
@@ -149,7 +149,11 @@ class TritonExprPrinter:
             return f"{code}.to({TL_TYPES[to.name]})"  # an int32 counter: int64 arithmetic needs int64 operands
         if not src.weak and src.dtype is to:
             return code
-        return self.cast(code, src.dtype, to)
+        converted = self.cast(code, src.dtype, to)
+        if converted != code and to is not BOOL and not any(isinstance(n, (Access, Var)) for n in walk(e)):
+            # an expression of literals is a Python number while Triton traces the kernel: no .to() on it
+            return self.rnd(to, f"tl.full((), {code}, {self.tl_type(to)})")
+        return converted
 
     def expr(self, e: Expr) -> str:
         t = self.t(e)
