@@ -18,7 +18,7 @@ from ..runtime.args import bind, is_torch_tensor
 from ..runtime.compiled import CompiledKernel
 from ..runtime.cpu_share import threads_now
 from ..schedule.dependences import Dependences
-from ..schedule.schedule import Schedule
+from ..schedule.schedule import Schedule, map_text
 
 log = logging.getLogger("polytri.cpu")
 
@@ -147,9 +147,11 @@ class CpuKernel(CompiledKernel):
             lines.append(f"  {st.name}: {st.text()}")
             lines.append(f"      domain {st.domain}")
         lines += ["", "dependences:"]
+        order = [st.name for st in p.statements]
         for kind in ("flow", "anti", "output"):
             m = getattr(self.dependences, kind)
-            lines.append(f"  {kind:6s} {'none' if m.is_empty() else m}")
+            text = ["none"] if m.is_empty() else map_text(m, order)
+            lines += [f"  {kind:6s} {text[0]}", *(f"         {line}" for line in text[1:])]
         lines += [""] + self._schedule_report() + self._stage_report()
         lines += ["", "decisions:"] + [f"  - {d}" for d in self._decisions]
         lines += ["", f"library: {self.library}"]
