@@ -127,7 +127,8 @@ def _int_gemm(left: str, right: str, transposed: bool = False) -> pt.Program:
     return p
 
 
-def _int_check(prog: pt.Program, params: dict, options: dict | None = None, *, kernel: str) -> None:
+def _int_check(prog: pt.Program, params: dict, options: dict | None = None, *, kernel: str,
+               vnni: bool = HAS_VNNI) -> None:
     rng = np.random.default_rng(5)
     args: dict = dict(params)
     for a in to_program(prog).arrays:
@@ -137,8 +138,8 @@ def _int_check(prog: pt.Program, params: dict, options: dict | None = None, *, k
     want = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
     pt.reference(prog, **want)
     k = pt.compile(prog, "cpu", options=options)
-    assert ("packed contraction" in k.source) == HAS_VNNI
-    assert (f"pt__ukernel_{kernel}add" in k.source) == HAS_VNNI
+    assert ("packed contraction" in k.source) == vnni
+    assert (f"pt__ukernel_{kernel}add" in k.source) == vnni
     k(**args)
     np.testing.assert_array_equal(args["C"], want["C"])
 
@@ -159,3 +160,32 @@ def test_8bit_integer_transposed_plain_and_strict(left: str, right: str, kernel:
     _int_check(_int_gemm(left, right), dict(M=9, N=70, K=11), {"cflags": "-mno-avx512vnni -Wall -Wextra -Werror"},
                kernel=kernel)
     _int_check(_int_gemm(left, right), dict(M=9, N=70, K=11), {"cflags": "-DPT_NO_PANELS"}, kernel=kernel)
+
+
+@pytest.fixture
+def avx2_only(monkeypatch: pytest.MonkeyPatch):
+    """This machine's flags without AVX-512: the code generator's choices for an AVX2 machine (32-byte
+    vectors), whose code this machine runs too."""
+    import polytri.cpu_codegen.blocking as blocking_module
+    import polytri.cpu_codegen.dot_product as dot_module
+    flags = frozenset(f for f in cpu_flags() if not f.startswith("avx512"))
+    if "avx2" not in flags:
+        pytest.skip("needs AVX2")
+    for module in (blocking_module, dot_module):
+        monkeypatch.setattr(module, "cpu_flags", lambda: flags)
+    vector_bytes.cache_clear()
+    yield
+    monkeypatch.undo()
+    vector_bytes.cache_clear()
+
+
+@pytest.mark.parametrize("left,right", [("uint8", "int8"), ("int8", "int8"), ("uint8", "uint8")])
+def test_avx2_machines_sum_8bit_integers_with_vpmaddwd(avx2_only: None, left: str, right: str) -> None:
+    """On AVX2 every pairing is widened to int16 pairs and summed with ``vpmaddwd`` (6 x 16 blocks), also
+    at the block edges, transposed, and in the plain version."""
+    assert vector_bytes() == 32 and blocking(FLOAT32).mr == 6
+    for case in range(4):
+        _int_check(_int_gemm(left, right), _edges()[case], {"threads": 1 + case % 2}, kernel="i16x2avx2", vnni=True)
+    _int_check(_int_gemm(left, right, transposed=True), dict(M=9, N=40, K=259), {}, kernel="i16x2avx2", vnni=True)
+    _int_check(_int_gemm(left, right), dict(M=9, N=70, K=11), {"cflags": "-mno-avx2 -Wall -Wextra -Werror"},
+               kernel="i16x2avx2", vnni=True)

@@ -22,8 +22,11 @@ VNNI: ``vpdpbusd`` multiplies 4 unsigned by 4 signed bytes and adds the 4 produc
 values, which holds any other pair of 8-bit types once widened as they are packed.  Products and sums
 wrap modulo 2^32 like the loops they replace (built with ``-fwrapv``).
 
-Used where the machine that builds the kernel has the instructions (``avx512_bf16``, ``avx512_vnni`` in
-its CPU flags; the kernels are built with ``-march=native``), with AVX-512's 64-byte vectors.  The C also
+On AVX2 machines (32-byte vectors) every pairing of 8-bit types is widened to int16 pairs and summed
+with ``vpmaddwd`` and an add (the byte instruction ``vpmaddubsw`` saturates its pairwise sums).
+
+Used where the machine that builds the kernel has the instructions (``avx512_bf16``, ``avx512_vnni``,
+``avx2`` in its CPU flags; the kernels are built with ``-march=native``).  The C also
 carries a plain version of the same sums for a compiler that does not define ``__AVX512BF16__`` or
 ``__AVX512VNNI__``.
 """
@@ -63,6 +66,9 @@ BF16_PAIRS = DotProduct("bf16x2", 2, "uint16_t", "uint16_t", True, "AVX-512 BF16
 U8S8_QUADS = DotProduct("u8s8x4", 4, "uint8_t", "int8_t", False, "AVX-512 VNNI vpdpbusd", "avx512_vnni")
 S8U8_QUADS = DotProduct("s8u8x4", 4, "int8_t", "uint8_t", False, "AVX-512 VNNI vpdpbusd", "avx512_vnni")
 I16_PAIRS = DotProduct("i16x2", 2, "int16_t", "int16_t", False, "AVX-512 VNNI vpdpwssd", "avx512_vnni")
+I16_PAIRS_AVX2 = DotProduct("i16x2avx2", 2, "int16_t", "int16_t", False, "AVX2 vpmaddwd", "avx2")
+"""AVX2 machines (32-byte vectors): any pair of 8-bit types widened to int16 (``vpmaddubsw``, the
+unsigned-by-signed byte instruction, saturates its pairwise sums, which the loops do not)."""
 
 
 def _stored_as(e: Expr, typer: Typer, dtype: DType) -> DType | None:
@@ -73,19 +79,24 @@ def _stored_as(e: Expr, typer: Typer, dtype: DType) -> DType | None:
 
 
 def _choose(left: DType | None, right: DType | None, dtype: DType) -> DotProduct | None:
-    """The instruction for factors stored as ``left`` and ``right`` summed in ``dtype``."""
+    """The instruction for factors stored as ``left`` and ``right`` summed in ``dtype``, on this machine's
+    vectors."""
     if dtype is FLOAT32:
-        return BF16_PAIRS if left is BFLOAT16 and right is BFLOAT16 else None
+        return BF16_PAIRS if left is BFLOAT16 and right is BFLOAT16 and vector_bytes() == 64 else None
     if dtype is not INT32 or left not in (INT8, UINT8) or right not in (INT8, UINT8):
         return None
+    if vector_bytes() == 32:
+        return I16_PAIRS_AVX2
     if left is not right:
         return U8S8_QUADS if left is UINT8 else S8U8_QUADS
     return I16_PAIRS
 
 
 def has_integer_dot() -> bool:
-    """Whether this machine sums 8-bit integers with dot-product instructions (AVX-512 VNNI)."""
-    return vector_bytes() == 64 and U8S8_QUADS.flag in cpu_flags()
+    """Whether this machine sums 8-bit integers with dot-product instructions: AVX-512 VNNI, or AVX2's
+    16-bit multiply-add."""
+    return (vector_bytes() == 64 and U8S8_QUADS.flag in cpu_flags()) or (
+        vector_bytes() == 32 and I16_PAIRS_AVX2.flag in cpu_flags())
 
 
 def integer_dot(left: Expr, right: Expr, typer: Typer) -> bool:
@@ -98,7 +109,7 @@ def integer_dot(left: Expr, right: Expr, typer: Typer) -> bool:
 def dot_product(left: Expr, right: Expr, *, dtype: DType, op: str, typer: Typer, simd: bool) -> DotProduct | None:
     """The dot-product instruction for a contraction of factors ``left`` and ``right`` summed in
     ``dtype`` with ``op``, on this machine, or ``None`` (the micro-kernel of ``dtype``)."""
-    if not simd or op != "+" or vector_bytes() != 64:
+    if not simd or op != "+" or vector_bytes() not in (32, 64):
         return None
     dot = _choose(_stored_as(left, typer, dtype), _stored_as(right, typer, dtype), dtype)
     return dot if dot is not None and dot.flag in cpu_flags() else None
@@ -124,7 +135,9 @@ class _Intrinsics:
     acc: str
     """Vector type of an accumulator and of a panel vector."""
     load: str
+    """An accumulator's load from the address ``{}``."""
     store: str
+    """An accumulator's store of ``{1}`` to the address ``{0}``."""
     zero: str
     step: str
     """The accumulation: ``acc``, the broadcast left value ``av`` and the right vector ``bv``."""
@@ -132,21 +145,40 @@ class _Intrinsics:
     """Vector type of the instruction's operands (``av``, ``bv``)."""
     value: str
     """Plain C: a stored value (the ``{}``) as a factor of the sum's terms."""
+    bytes: int = 64
+    """Vector width."""
+
+    @property
+    def lanes(self) -> int:
+        """32-bit lanes of a vector."""
+        return self.bytes // 4
+
+    def vector_load(self, address: str) -> str:
+        """A panel vector's load (as :attr:`operand`)."""
+        if self.bytes == 64:
+            return f"({self.operand})_mm512_loadu_si512({address})"
+        return f"_mm256_loadu_si256((const __m256i *)({address}))"
+
+    def broadcast(self, word: str) -> str:
+        """A 32-bit word in every lane (as :attr:`operand`)."""
+        return f"({self.operand})_mm{self.bytes * 8}_set1_epi32({word})"
 
 
+_INT512 = ("__m512i", "_mm512_loadu_si512({})", "_mm512_storeu_si512({}, {})", "_mm512_setzero_si512()")
 _INTRINSICS = {
-    BF16_PAIRS.name: _Intrinsics("__AVX512BF16__", "__m512", "_mm512_loadu_ps", "_mm512_storeu_ps",
+    BF16_PAIRS.name: _Intrinsics("__AVX512BF16__", "__m512", "_mm512_loadu_ps({})", "_mm512_storeu_ps({}, {})",
                                  "_mm512_setzero_ps()", "_mm512_dpbf16_ps(acc, av, bv)", "__m512bh",
                                  "pt__bf16_to_f32({})"),
-    U8S8_QUADS.name: _Intrinsics("__AVX512VNNI__", "__m512i", "_mm512_loadu_si512", "_mm512_storeu_si512",
-                                 "_mm512_setzero_si512()", "_mm512_dpbusd_epi32(acc, av, bv)", "__m512i",
+    U8S8_QUADS.name: _Intrinsics("__AVX512VNNI__", *_INT512, "_mm512_dpbusd_epi32(acc, av, bv)", "__m512i",
                                  "(int32_t){}"),
-    S8U8_QUADS.name: _Intrinsics("__AVX512VNNI__", "__m512i", "_mm512_loadu_si512", "_mm512_storeu_si512",
-                                 "_mm512_setzero_si512()", "_mm512_dpbusd_epi32(acc, bv, av)", "__m512i",
+    S8U8_QUADS.name: _Intrinsics("__AVX512VNNI__", *_INT512, "_mm512_dpbusd_epi32(acc, bv, av)", "__m512i",
                                  "(int32_t){}"),
-    I16_PAIRS.name: _Intrinsics("__AVX512VNNI__", "__m512i", "_mm512_loadu_si512", "_mm512_storeu_si512",
-                                "_mm512_setzero_si512()", "_mm512_dpwssd_epi32(acc, av, bv)", "__m512i",
+    I16_PAIRS.name: _Intrinsics("__AVX512VNNI__", *_INT512, "_mm512_dpwssd_epi32(acc, av, bv)", "__m512i",
                                 "(int32_t){}"),
+    I16_PAIRS_AVX2.name: _Intrinsics("__AVX2__", "__m256i", "_mm256_loadu_si256((const __m256i *)({}))",
+                                     "_mm256_storeu_si256((__m256i *)({}), {})", "_mm256_setzero_si256()",
+                                     "_mm256_add_epi32(acc, _mm256_madd_epi16(av, bv))", "__m256i", "(int32_t){}",
+                                     bytes=32),
 }
 
 
@@ -155,7 +187,7 @@ def dot_micro_kernel(dot: DotProduct, t: str, b: Blocking) -> str:
     panels (``ap``: ``MR`` rows, ``bp``: ``NR`` columns, each a group of ``dot.group`` values of ``k``
     per 32 bits), with the instruction where the compiler has it, else plain C in the same order."""
     x = _INTRINSICS[dot.name]
-    g, lanes = dot.group, 16
+    g, lanes = dot.group, x.lanes
     nv = b.nr // lanes
     order = ("(k + 1 in the first slot, k in the second: the instruction adds the second slot's product "
              "first, so every sum runs with k ascending)" if dot.descending else "(k ascending)")
@@ -178,16 +210,16 @@ static void pt__ukernel_{dot.name}add(int64_t kc, const {dot.left_type} *restric
   {unroll} {b.mr}
   for (int r = 0; r < {b.mr}; r++)
     {unroll} {nv}
-    for (int v = 0; v < {nv}; v++) acc[r][v] = load ? {x.load}(c + r * ldc + v * {lanes}) : {x.zero};
+    for (int v = 0; v < {nv}; v++) acc[r][v] = load ? {x.load.format(f"c + r * ldc + v * {lanes}")} : {x.zero};
   for (int64_t p = 0; p < np; p++) {{
     {x.operand} bv[{nv}];
     {unroll} {nv}
-    for (int v = 0; v < {nv}; v++) bv[v] = ({x.operand})_mm512_loadu_si512(bp + p * {g * b.nr} + v * {g * lanes});
+    for (int v = 0; v < {nv}; v++) bv[v] = {x.vector_load(f"bp + p * {g * b.nr} + v * {g * lanes}")};
     {unroll} {b.mr}
     for (int r = 0; r < {b.mr}; r++) {{
       int32_t w;
       __builtin_memcpy(&w, ap + p * {g * b.mr} + r * {g}, sizeof w);
-      const {x.operand} av = ({x.operand})_mm512_set1_epi32(w);
+      const {x.operand} av = {x.broadcast("w")};
       {unroll} {nv}
       for (int v = 0; v < {nv}; v++) acc[r][v] = {x.step.replace("acc", "acc[r][v]", 1).replace("bv", "bv[v]")};
     }}
@@ -195,7 +227,7 @@ static void pt__ukernel_{dot.name}add(int64_t kc, const {dot.left_type} *restric
   {unroll} {b.mr}
   for (int r = 0; r < {b.mr}; r++)
     {unroll} {nv}
-    for (int v = 0; v < {nv}; v++) {x.store}(c + r * ldc + v * {lanes}, acc[r][v]);
+    for (int v = 0; v < {nv}; v++) {x.store.format(f"c + r * ldc + v * {lanes}", "acc[r][v]")};
 #else
   for (int r = 0; r < {b.mr}; r++)
     for (int q = 0; q < {b.nr}; q++) {{
@@ -211,5 +243,5 @@ static void pt__ukernel_{dot.name}add(int64_t kc, const {dot.left_type} *restric
 """
 
 
-__all__ = ["BF16_PAIRS", "I16_PAIRS", "S8U8_QUADS", "U8S8_QUADS", "DotProduct", "dot_micro_kernel", "dot_product",
+__all__ = ["BF16_PAIRS", "I16_PAIRS", "I16_PAIRS_AVX2", "S8U8_QUADS", "U8S8_QUADS", "DotProduct", "dot_micro_kernel", "dot_product",
            "has_integer_dot", "integer_dot", "slot", "stored"]
