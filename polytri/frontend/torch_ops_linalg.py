@@ -47,7 +47,9 @@ from .torch_values import (
 #: Convolutions with at most this many terms per output element are unrolled into one statement.
 MAX_UNROLLED_TERMS = 32
 #: An unrolled convolution recomputes an elementwise or unrolled input inside its own statement (instead of
-#: storing it) while the operations per output element stay within this budget.
+#: storing it) while the operations per output element stay within this budget, and so do the operations
+#: spent on each input element over all its reads (output channels of its group times window points): a
+#: 1x1 convolution 24 -> 96 whose input was a batch norm plus a residual add recomputed them 96 times.
 MAX_RECOMPUTE_OPS = 160
 
 
@@ -295,7 +297,8 @@ def _conv_sums(ctx: SegmentLowering, node: fx.Node, conv: _Conv, x: Val, w: Val,
     shape = shape or ctx.out(node)[0]
     base = base or node.name
     unroll = conv.terms <= MAX_UNROLLED_TERMS and not conv.padded
-    if not (unroll and x.ops * conv.terms <= MAX_RECOMPUTE_OPS):
+    reads = conv.cout // conv.groups * conv.kh * conv.kw  # of each input element
+    if not (unroll and x.ops * conv.terms <= MAX_RECOMPUTE_OPS and x.ops * reads <= MAX_RECOMPUTE_OPS):
         x = ctx.readable(x, base + "_x")
     w = ctx.readable(w, base + "_w")
     cout_g = conv.cout // conv.groups
