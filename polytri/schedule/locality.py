@@ -32,6 +32,7 @@ from ..ir.affine import linear
 from ..ir.expr import Access
 from ..ir.printer import expr_to_str
 from ..ir.program import Program, Statement
+from .int_rank import int_rank
 
 log = logging.getLogger("polytri.schedule")
 
@@ -147,7 +148,7 @@ def loop_dimensions(times: Sequence[TimeRow]) -> list[int]:
     scalar dimension."""
     dims: list[int] = []
     for d, (coeffs, _) in enumerate(times):
-        if any(coeffs) and sympy.Matrix([*(times[e][0] for e in dims), coeffs]).rank() > len(dims):
+        if any(coeffs) and int_rank([*(times[e][0] for e in dims), coeffs]) > len(dims):
             dims.append(d)
     return dims
 

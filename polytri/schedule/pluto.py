@@ -38,6 +38,7 @@ from ..ir.contraction import contraction_form
 from ..ir.program import Program, params_prefix
 from .dependences import Dependences
 from .farkas import Layout, aligned_pieces, bounding, validity
+from .int_rank import int_rank
 from .locality import innermost_scores
 from .schedule import Band, Schedule, loops_are_parallel, parallel_dimensions
 
@@ -92,7 +93,7 @@ class _State:
 
     def rank(self, name: str) -> int:
         rows = self.stmt_rows(name)
-        return sympy.Matrix(rows).rank() if rows else 0
+        return int_rank(rows)
 
     def full_rank(self, name: str) -> bool:
         return self.rank(name) == self.layout.dims(name)
