@@ -74,6 +74,8 @@ class _KernelStep:
         if options.debug:
             log.warning("program:\n%s\nkernel source:\n%s", seg.program, getattr(self.kernel, "source", ""))
         self.inputs = [(seg.arrays[n], n) for n in seg.inputs]
+        self.input_names = [name for name, _ in self.inputs]
+        self.input_nodes = [node for _, node in self.inputs]
         self.outputs = [(seg.arrays[n], n, _shape_fn(seg.shapes[seg.arrays[n]][0]), seg.shapes[seg.arrays[n]][1],
                          len(seg.shapes[seg.arrays[n]][0])) for n in seg.outputs if n not in seg.views]
         self.temps = [(name, _shape_fn(shape), dtype) for name, (shape, dtype) in seg.temps.items()]
@@ -87,27 +89,32 @@ class _KernelStep:
         self._unchecked = (getattr(self.kernel, "call_unchecked", None)
                            if seg.program.statements and not seg.program.scalars else None)
 
-    def _call(self, kwargs: dict[str, Any]) -> None:
-        """Call the kernel; the arguments (contiguous, distinct tensors: see _run) go through its checks once
-        per signature (the inputs' shapes and types, the parameters), later calls with the same signature
-        skip them (they cost ~0.1 ms a call)."""
+    def _call(self, inputs: list[torch.Tensor], ptrs: list[int], kwargs: dict[str, Any]) -> None:
+        """Call the kernel on ``kwargs`` (``inputs``: the input tensors, contiguous and distinct, see _run,
+        whose addresses are ``ptrs``); the arguments go through its checks once per signature (the
+        inputs' shapes and types, the parameters), later calls with the same signature skip them (they
+        cost ~0.1 ms a call) and pass the addresses."""
         assert self.kernel is not None and self.segment.program is not None
         prog = self.segment.program
         if self._unchecked is None:
-            self.kernel(**kwargs)
+            self.kernel(**self._detached(inputs, kwargs))
             return
-        arrays = [kwargs[a.name] for a in prog.arrays]
         params = [kwargs[p] for p in prog.params]
         # the other arrays (outputs, intermediates) are made here, from the parameters' values
-        signature = (tuple((tuple(t.shape), t.dtype, t.device, t.layout, t.is_neg())
-                           for t in (kwargs[name] for name, _ in self.inputs)), tuple(params))
+        signature = (tuple((t.shape, t.dtype, t.device, t.layout, t.is_neg()) for t in inputs), tuple(params))
         if signature in self._checked:
-            self._unchecked([t.data_ptr() for t in arrays], params)
+            at = dict(zip(self.input_names, ptrs))
+            self._unchecked([kwargs[a.name].data_ptr() if a.name in kwargs else at[a.name] for a in prog.arrays],
+                            params)
             return
-        self.kernel(**kwargs)
+        self.kernel(**self._detached(inputs, kwargs))
         if len(self._checked) >= 64:  # many sizes (dynamic shapes)
             self._checked.clear()
         self._checked.add(signature)
+
+    def _detached(self, inputs: list[torch.Tensor], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``kwargs`` with the inputs, detached from autograd (the checked call reads them)."""
+        return {**{name: t.detach() for name, t in zip(self.input_names, inputs)}, **kwargs}
 
     def run(self, env: dict[fx.Node, Any], params: dict[str, int]) -> None:
         """Run the kernel on the values of ``env``; intermediates are reused across calls (a concurrent call
@@ -125,30 +132,33 @@ class _KernelStep:
         """Build the kernel's arguments (parameters, inputs, outputs, intermediates from ``temps``), call
         it, and bind its results (and the views torch makes of them) in ``env``."""
         kwargs: dict[str, Any] = {p: params[p] for p in self.params}
-        self._input_args(env, kwargs)
+        inputs, ptrs = self._input_args(env)
         made = self._output_args(params, kwargs)
         self._temp_args(params, temps, kwargs)
         if self.kernel is not None:
-            self._call(kwargs)
+            self._call(inputs, ptrs, kwargs)
         for name, node, *_ in self.outputs:
             env[node] = made[name]
         for node, (base, chain) in self.views:
             env[node] = _apply_views(made[base], chain, env)
 
-    def _input_args(self, env: dict[fx.Node, Any], kwargs: dict[str, Any]) -> None:
-        """The inputs' arrays: contiguous tensors, none overlapping another (copies where needed)."""
+    def _input_args(self, env: dict[fx.Node, Any]) -> tuple[list[torch.Tensor], list[int]]:
+        """The inputs' arrays: contiguous tensors, none overlapping another (copies where needed), and
+        their addresses."""
         tensors: list[torch.Tensor] = []
-        for _, node in self.inputs:
+        for node in self.input_nodes:
             t = env[node]
             if not isinstance(t, torch.Tensor):
                 t = torch.as_tensor(t)
             if t.dim() == 0:
                 t = t.reshape(1)
             tensors.append(t if t.is_contiguous() else t.contiguous())
-        for k in _overlapping(tensors):
+        ptrs = [t.data_ptr() for t in tensors]
+        copies = _overlapping(tensors, ptrs)
+        for k in copies:
             tensors[k] = tensors[k].clone()
-        for (name, _), t in zip(self.inputs, tensors):
-            kwargs[name] = t.detach()
+            ptrs[k] = tensors[k].data_ptr()
+        return tensors, ptrs
 
     def _output_args(self, params: dict[str, int], kwargs: dict[str, Any]) -> dict[str, torch.Tensor]:
         """New arrays for the outputs and for the bases of output views; returns the tensors (0-d for an
@@ -194,12 +204,12 @@ def _function(node: fx.Node) -> Callable[..., Any]:
     return fn
 
 
-def _overlapping(tensors: list[torch.Tensor]) -> list[int]:
-    """Positions of tensors to copy so that the memory of no two others overlaps: a sweep over the tensors
-    by address, not a comparison of every pair (a kernel of a CNN takes dozens of weights; under cProfile,
-    MobileNet's argument preparation took 82 ms over 50 calls with the pairs, 37 ms with the sweep)."""
-    spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size(), k)
-                   for k, t in enumerate(tensors) if t.numel())
+def _overlapping(tensors: list[torch.Tensor], ptrs: list[int]) -> list[int]:
+    """Positions of tensors to copy so that the memory of no two others overlaps (``ptrs``: their
+    addresses): a sweep over the tensors by address, not a comparison of every pair (a kernel of a CNN
+    takes dozens of weights; under cProfile, MobileNet's argument preparation took 82 ms over 50 calls with
+    the pairs, 37 ms with the sweep)."""
+    spans = sorted((p, p + n, k) for k, (t, p) in enumerate(zip(tensors, ptrs)) if (n := t.nbytes))
     copies, end = [], -1
     for start, stop, k in spans:
         if start < end:
