@@ -13,7 +13,8 @@ import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401 (registers the quantized_decomposed ops)
 
 import polytri as pt
-from polytri.cpu_codegen.dot_product import has_integer_dot
+from polytri.cpu_codegen.dot_product import has_integer_dot, integer_dot_for
+from polytri.dtypes import INT8, UINT8
 
 pytestmark = pytest.mark.cc
 
@@ -256,10 +257,11 @@ def test_weight_zero_points_that_are_not_zero(groups: int, xzero: int, xtype: to
     assert len([r for k in report.kernels for r in k.rewrites if "accumulated in int32" in r]) == 2, str(report)
     if has_integer_dot():
         source = "".join(str(k.source) for k in report.kernels)
-        # the convolution: int8 weights (left) by uint8 activations in quads, or int8 by int8 in int16 pairs;
-        # a grouped one keeps the zero points in its int32 weights, summed without dot products (and the
-        # linear layer's two rows are plain sums along k, which gcc vectorizes with the same instructions)
-        kernel = "pt__ukernel_s8u8x4add" if xtype == torch.uint8 else "pt__ukernel_i16x2add"
-        assert (kernel in source) == (groups == 1)
+        # the convolution: int8 weights (left) by uint8 activations in quads, or int8 by int8 in int16 pairs
+        # (AVX2: int16 pairs for both); a grouped one keeps the zero points in its int32 weights, summed
+        # without dot products (and the linear layer's two rows are plain sums along k, which gcc
+        # vectorizes with the same instructions)
+        dot = integer_dot_for(INT8, UINT8 if xtype == torch.uint8 else INT8)
+        assert dot is not None and (f"pt__ukernel_{dot.name}add" in source) == (groups == 1)
     expected = f(*args)
     torch.testing.assert_close(report.result, expected, rtol=1e-4, atol=1e-4 * float(expected.abs().max()))

@@ -99,6 +99,13 @@ def has_integer_dot() -> bool:
         vector_bytes() == 32 and I16_PAIRS_AVX2.flag in cpu_flags())
 
 
+def integer_dot_for(left: DType, right: DType) -> DotProduct | None:
+    """The instruction this machine sums int32 products of stored ``left`` and ``right`` values with, or
+    ``None`` (loops)."""
+    dot = _choose(left, right, INT32)
+    return dot if dot is not None and has_integer_dot() and dot.flag in cpu_flags() else None
+
+
 def integer_dot(left: Expr, right: Expr, typer: Typer) -> bool:
     """Whether an int32 contraction of ``left`` and ``right`` sums 8-bit stored values that this
     machine's instructions sum (the packed contraction takes int32 nests only then)."""
@@ -128,7 +135,7 @@ def slot(dot: DotProduct, k: str) -> str:
 
 @dataclass(frozen=True)
 class _Intrinsics:
-    """How the micro-kernel of a :class:`DotProduct` is written with AVX-512 intrinsics."""
+    """How the micro-kernel of a :class:`DotProduct` is written with AVX-512 or AVX2 intrinsics."""
 
     macro: str
     """Defined by the compiler where it has the instruction."""
@@ -244,4 +251,4 @@ static void pt__ukernel_{dot.name}add(int64_t kc, const {dot.left_type} *restric
 
 
 __all__ = ["BF16_PAIRS", "I16_PAIRS", "I16_PAIRS_AVX2", "S8U8_QUADS", "U8S8_QUADS", "DotProduct", "dot_micro_kernel", "dot_product",
-           "has_integer_dot", "integer_dot", "slot", "stored"]
+           "has_integer_dot", "integer_dot", "integer_dot_for", "slot", "stored"]
