@@ -22,6 +22,7 @@ from .torch_cache import compile_cached
 from .torch_lower import Segment
 from .torch_options import TorchOptions
 from .torch_plan import Plan
+from .torch_structure import StructureCache, structure
 from .torch_traffic import parameter_values, segment_traffic, unfused_bytes
 
 log = logging.getLogger("polytri.torch")
@@ -65,12 +66,15 @@ class KernelInfo:
 class _KernelStep:
     """One segment: its kernel and how to build its arguments."""
 
-    def __init__(self, seg: Segment, target: str, options: TorchOptions, kernels: KernelSource):
+    def __init__(self, seg: Segment, target: str, options: TorchOptions, kernels: StructureCache):
         assert seg.program is not None
         self.segment = seg
         opts = options.compile_options(target)
-        opts["temporaries"] = tuple(seg.temps)  # intermediates: their contents after the call do not matter
-        self.kernel = kernels(seg.program, target, opts) if seg.program.statements else None
+        self.form = structure(seg.program)
+        """The program's structural form: the kernel is compiled from it, shared with identical segments."""
+        # intermediates: their contents after the call do not matter
+        opts["temporaries"] = self.form.renamed(tuple(seg.temps))
+        self.kernel = kernels(self.form, target, opts) if seg.program.statements else None
         if options.debug:
             log.warning("program:\n%s\nkernel source:\n%s", seg.program, getattr(self.kernel, "source", ""))
         self.inputs = [(seg.arrays[n], n) for n in seg.inputs]
@@ -113,8 +117,10 @@ class _KernelStep:
         self._checked.add(signature)
 
     def _detached(self, inputs: list[torch.Tensor], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """``kwargs`` with the inputs, detached from autograd (the checked call reads them)."""
-        return {**{name: t.detach() for name, t in zip(self.input_names, inputs)}, **kwargs}
+        """``kwargs`` with the inputs, detached from autograd (the checked call reads them), named as in
+        the structural form the kernel was compiled from."""
+        args = {**{name: t.detach() for name, t in zip(self.input_names, inputs)}, **kwargs}
+        return {self.form.names.get(name, name): v for name, v in args.items()}
 
     def run(self, env: dict[fx.Node, Any], params: dict[str, int]) -> None:
         """Run the kernel on the values of ``env``; intermediates are reused across calls (a concurrent call
@@ -228,6 +234,7 @@ class CompiledGraph:
         :func:`.torch_cache.compile_cached`, which compiles or reuses the disk cache's)."""
         if kernels is None:
             kernels = functools.partial(compile_cached, use_disk=options.cache)
+        shared = StructureCache(kernels)  # a model's repeated blocks compile once
         self.gm = gm
         self.plan = plan
         self.target = target
@@ -239,7 +246,7 @@ class CompiledGraph:
         with builds_in_background():  # the C compiler builds one kernel while the next is scheduled
             for step in plan.steps:
                 if step.segment is not None:
-                    self.steps.append(_KernelStep(step.segment, target, options, kernels))
+                    self.steps.append(_KernelStep(step.segment, target, options, shared))
                 else:
                     assert step.node is not None
                     self.steps.append(step.node)
@@ -256,7 +263,8 @@ class CompiledGraph:
                 prog = s.segment.program
                 assert prog is not None
                 try:
-                    traffic = segment_traffic(s.segment, s.kernel, parameter_values(self.plan.params))
+                    traffic = segment_traffic(s.segment, s.kernel, parameter_values(self.plan.params),
+                                              s.form.renamed(tuple(s.segment.temps)))
                     unfused = unfused_bytes(s.segment.nodes)
                 except Exception as exc:  # an estimate for the report: its failure must not fail the report
                     log.warning("%s: no memory traffic estimate (%s: %s)", prog.name, type(exc).__name__, exc)

@@ -70,10 +70,14 @@ def _shape(v: Any) -> torch.Size:
     return v.shape
 
 
-def segment_traffic(seg: Segment, kernel: Any, params: dict[str, int]) -> Traffic | None:
-    """The fused estimate of ``seg`` compiled as ``kernel``; ``None`` for a kernel without a program."""
+def segment_traffic(seg: Segment, kernel: Any, params: dict[str, int],
+                    temporaries: tuple[str, ...] | None = None) -> Traffic | None:
+    """The fused estimate of ``seg`` compiled as ``kernel``; ``None`` for a kernel without a program.
+    ``temporaries``: the segment's intermediates as the kernel's program names them (default: as the
+    segment does)."""
     program = getattr(kernel, "program", None)
     if program is None:
         return None
-    return kernel_traffic(program, params, temporaries=seg.temps, local=getattr(kernel, "local_arrays", ()),
+    temps = seg.temps if temporaries is None else temporaries
+    return kernel_traffic(program, params, temporaries=temps, local=getattr(kernel, "local_arrays", ()),
                           read_in_cache=getattr(kernel, "epilogue_arrays", ()))
