@@ -113,6 +113,10 @@ def _skinny_product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, acc: to
     memory and serves every row from the cache.  The sum is kept in a ``(j, i)`` array; the result is its
     transposed view."""
     (rows, cols), k = ctx.out(node)[0], a.shape[1]
+    if a.dtype != acc and acc.is_floating_point:
+        # the few rows, widened once: each of their elements serves every column (16-bit floats were
+        # converted again for each one)
+        a = ctx.stored(Val(a.shape, acc, lambda idx: cast(a.load(idx), a.dtype, acc), ops=1), node.name + "_wide")
     name = ctx.temp(node.name + "_t", (cols, rows), acc)
     terms = Val((cols, rows, k), acc, lambda it: f"{cast(a.load((it[1], it[2])), a.dtype, acc)} * "
                                                  f"{cast(b.load((it[2], it[0])), b.dtype, acc)}", ops=1)
