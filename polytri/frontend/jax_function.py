@@ -10,9 +10,7 @@ cannot be translated at all (a dtype torch lacks), the function runs in JAX itse
 
 from __future__ import annotations
 
-import functools
 import logging
-import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,15 +19,12 @@ from typing import Any
 import torch
 
 from ..errors import OptionError, PolytriError
+from .framework_function import FrameworkFunction, function_name
 from .jax_capture import CallSplit, capture, split_call, static_positions
 from .jax_convert import to_jax, to_torch
 from .jax_rules import torch_dtype
-from .torch_options import check_options
 
 log = logging.getLogger("polytri.jax")
-
-_LOGGED: set[str] = set()
-
 
 @dataclass(frozen=True)
 class Compiled:
@@ -42,28 +37,19 @@ class Compiled:
     fallbacks: tuple[str, ...]
 
 
-class JaxFunction:
+class JaxFunction(FrameworkFunction[Compiled]):
     """A JAX function whose calls run polytri kernels; ``compiles`` counts the signatures compiled."""
+
+    framework = "JAX"
 
     def __init__(self, fn: Callable[..., Any], compile_options: Mapping[str, Any] | None = None,
                  static_argnums: int | Sequence[int] = ()):
-        self.fn = fn
-        self.compile_options = dict(compile_options or {})
-        self.options = check_options(compile_options)
+        super().__init__(fn, compile_options)
         self.static_argnums = static_positions(static_argnums)
-        self.compiles = 0
-        self._cache: dict[Any, Compiled] = {}
-        self._lock = threading.Lock()
-        functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         split = split_call(self.fn, args, kwargs, self.static_argnums)
-        with self._lock:
-            compiled = self._cache.get(split.key)
-        if compiled is None:
-            compiled = self._compile(split, len(args))
-            with self._lock:
-                self._cache[split.key] = compiled
+        compiled = self.compiled(split.key, lambda: self._compile(split, len(args)))
         if compiled.graph is None:
             return self.fn(*args, **kwargs)
         tensors = [_tensor(x, dtype) for x, dtype in zip(split.leaves, compiled.dtypes)]
@@ -83,30 +69,14 @@ class JaxFunction:
         except (PolytriError, Exception) as exc:  # noqa: BLE001 - the function then runs in JAX, never a crash
             if isinstance(exc, OptionError):
                 raise
-            warnings.warn(f"polytri: {_name(self.fn)} runs in JAX: {type(exc).__name__}: {exc}", stacklevel=3)
-            log.warning("%s runs in JAX: %s: %s", _name(self.fn), type(exc).__name__, exc)
+            warnings.warn(f"polytri: {function_name(self.fn)} runs in JAX: {type(exc).__name__}: {exc}", stacklevel=3)
+            log.warning("%s runs in JAX: %s: %s", function_name(self.fn), type(exc).__name__, exc)
             _record(GraphReport([], [], [], error=f"{type(exc).__name__}: {exc}"))
             return Compiled(None, dtypes, out_tree, ())
-        for name in translation.fallbacks:
-            if name not in _LOGGED:
-                _LOGGED.add(name)
-                log.info("JAX primitive %s is not translated by polytri; it runs in JAX between polytri kernels",
-                         name)
+        self.log_fallbacks(log, translation.fallbacks)
         examples = [_tensor(x, dtype) for x, dtype in zip(split.leaves, dtypes)]
         graph = compile_graph(translation.module, examples, self.options)
         return Compiled(graph, dtypes, out_tree, translation.fallbacks)
-
-    @property
-    def fallbacks(self) -> list[str]:
-        """The JAX primitives that run through JAX in the signatures compiled so far, each once."""
-        with self._lock:
-            names = [n for c in self._cache.values() for n in c.fallbacks]
-        return list(dict.fromkeys(names))
-
-    def cache_clear(self) -> None:
-        """Forget the compiled signatures (the kernels stay in polytri's caches)."""
-        with self._lock:
-            self._cache.clear()
 
 
 def _tensor(x: Any, dtype: torch.dtype) -> torch.Tensor:
@@ -115,6 +85,3 @@ def _tensor(x: Any, dtype: torch.dtype) -> torch.Tensor:
     t = torch.tensor(x, dtype=dtype) if isinstance(x, (bool, int, float)) else to_torch(x)
     return t if t.dtype == dtype else t.to(dtype)
 
-
-def _name(fn: Callable[..., Any]) -> str:
-    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)

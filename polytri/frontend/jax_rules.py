@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ..errors import UnsupportedError
-from .jax_graph import GraphBuilder, Operand
+from .jax_graph import Const, GraphBuilder, Operand, node_val
 
 
 class Declined(UnsupportedError):
@@ -73,3 +73,17 @@ def torch_dtype(dtype: Any) -> torch.dtype:
     if name not in TORCH_DTYPES:
         raise UnsupportedError(f"JAX dtype {name} has no torch equivalent")
     return TORCH_DTYPES[name]
+
+
+def check_results(name: str, res: list[Operand], outs: list[Out]) -> None:
+    """A translation's results have the shapes and dtypes ``outs`` of the framework's (else :class:`Declined`)."""
+    if len(res) != len(outs):
+        raise Declined(f"{name}: {len(res)} result(s) for {len(outs)}")
+    for x, o in zip(res, outs):
+        if isinstance(x, Const):
+            ok = o.shape == () and x.dtype == o.dtype
+        else:
+            val = node_val(x)
+            ok = tuple(val.shape) == o.shape and val.dtype == o.dtype
+        if not ok:
+            raise Declined(f"{name}: translated to {x}, not {o}")

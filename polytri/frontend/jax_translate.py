@@ -22,8 +22,8 @@ from ..errors import UnsupportedError
 from . import jax_ops_linalg, jax_ops_pointwise, jax_ops_reduce, jax_ops_shape  # noqa: F401 (rules)
 from .jax_convert import to_torch
 from .jax_fallback import PrimitiveCall
-from .jax_graph import Const, GraphBuilder, Operand, node_val
-from .jax_rules import RULES, Declined, Eqn, Out, torch_dtype
+from .jax_graph import Const, GraphBuilder, Operand
+from .jax_rules import RULES, Declined, Eqn, Out, check_results, torch_dtype
 
 log = logging.getLogger("polytri.jax")
 
@@ -126,27 +126,13 @@ def _equation(b: GraphBuilder, eqn: Any, args: list[Operand], fallbacks: list[st
         mark = b.mark()
         try:
             res = list(fn(b, Eqn(name, args, dict(eqn.params), outs)))
-            _check(name, res, outs)
+            check_results(name, res, outs)
             return res
         except (Declined, TypeError, ValueError, IndexError, RuntimeError) as exc:
             b.rollback(mark)
             log.debug("%s runs through JAX: %s: %s", name, type(exc).__name__, exc)
     fallbacks.append(name)
     return _through_jax(b, eqn, args, outs)
-
-
-def _check(name: str, res: list[Operand], outs: list[Out]) -> None:
-    """A translation's results have JAX's shapes and dtypes (else :class:`Declined`)."""
-    if len(res) != len(outs):
-        raise Declined(f"{name}: {len(res)} result(s) for {len(outs)}")
-    for x, o in zip(res, outs):
-        if isinstance(x, Const):
-            ok = o.shape == () and x.dtype == o.dtype
-        else:
-            val = node_val(x)
-            ok = tuple(val.shape) == o.shape and val.dtype == o.dtype
-        if not ok:
-            raise Declined(f"{name}: translated to {x}, not {o}")
 
 
 def _through_jax(b: GraphBuilder, eqn: Any, args: list[Operand], outs: list[Out]) -> list[Operand]:

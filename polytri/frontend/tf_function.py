@@ -12,9 +12,7 @@ with a warning.
 
 from __future__ import annotations
 
-import functools
 import logging
-import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,14 +22,11 @@ import torch
 
 from ..codegen_triton.loader import triton_before_dynamo
 from ..errors import OptionError, PolytriError
+from .framework_function import FrameworkFunction, function_name
 from .tf_capture import CallSplit, Captured, capture, pack, split_call
 from .tf_convert import to_tf, to_torch, torch_dtype
-from .torch_options import check_options
 
 log = logging.getLogger("polytri.tf")
-
-_LOGGED: set[str] = set()
-
 
 @dataclass(frozen=True)
 class Compiled:
@@ -44,28 +39,19 @@ class Compiled:
     fallbacks: tuple[str, ...]
 
 
-class TfFunction:
+class TfFunction(FrameworkFunction[Compiled]):
     """A TensorFlow function whose calls run polytri kernels; ``compiles`` counts the signatures compiled."""
+
+    framework = "TensorFlow"
 
     def __init__(self, fn: Callable[..., Any], *, input_signature: Sequence[Any] | None = None,
                  compile_options: Mapping[str, Any] | None = None):
-        self.fn = fn
+        super().__init__(fn, compile_options)
         self.input_signature = None if input_signature is None else list(input_signature)
-        self.compile_options = dict(compile_options or {})
-        self.options = check_options(compile_options)
-        self.compiles = 0
-        self._cache: dict[Any, Compiled] = {}
-        self._lock = threading.Lock()
-        functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         split = split_call(args, kwargs, self.input_signature)
-        with self._lock:
-            compiled = self._cache.get(split.key)
-        if compiled is None:
-            compiled = self._compile(split)
-            with self._lock:
-                self._cache[split.key] = compiled
+        compiled = self.compiled(split.key, lambda: self._compile(split))
         if compiled.graph is None:
             return pack(compiled.captured, compiled.captured.concrete(*split.tensors))
         tensors = [to_torch(x, dtype) for x, dtype in zip(split.tensors, compiled.dtypes)]
@@ -85,31 +71,12 @@ class TfFunction:
         except (PolytriError, Exception) as exc:  # noqa: BLE001 - the function then runs in TensorFlow
             if isinstance(exc, OptionError):
                 raise
-            warnings.warn(f"polytri: {_name(self.fn)} runs in TensorFlow: {type(exc).__name__}: {exc}", stacklevel=3)
-            log.warning("%s runs in TensorFlow: %s: %s", _name(self.fn), type(exc).__name__, exc)
+            warnings.warn(f"polytri: {function_name(self.fn)} runs in TensorFlow: {type(exc).__name__}: {exc}", stacklevel=3)
+            log.warning("%s runs in TensorFlow: %s: %s", function_name(self.fn), type(exc).__name__, exc)
             _record(GraphReport([], [], [], error=f"{type(exc).__name__}: {exc}"))
             return Compiled(None, captured, (), ())
-        for name in translation.fallbacks:
-            if name not in _LOGGED:
-                _LOGGED.add(name)
-                log.info("TensorFlow operation %s is not translated by polytri; it runs in TensorFlow between "
-                         "polytri kernels", name)
+        self.log_fallbacks(log, translation.fallbacks)
         examples = [to_torch(x, dtype) for x, dtype in zip(split.tensors, dtypes)]
         graph = compile_graph(translation.module, examples, self.options)
         return Compiled(graph, captured, dtypes, translation.fallbacks)
 
-    @property
-    def fallbacks(self) -> list[str]:
-        """The operation types that run through TensorFlow in the signatures compiled so far, each once."""
-        with self._lock:
-            names = [n for c in self._cache.values() for n in c.fallbacks]
-        return list(dict.fromkeys(names))
-
-    def cache_clear(self) -> None:
-        """Forget the compiled signatures (the kernels stay in polytri's caches)."""
-        with self._lock:
-            self._cache.clear()
-
-
-def _name(fn: Callable[..., Any]) -> str:
-    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)

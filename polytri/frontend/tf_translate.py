@@ -24,7 +24,8 @@ import torch.fx as fx
 
 from ..errors import UnsupportedError
 from . import tf_ops_math, tf_ops_nn, tf_ops_shape  # noqa: F401 (rules)
-from .jax_graph import Const, GraphBuilder, Operand, node_val
+from .jax_graph import Const, GraphBuilder, Operand
+from .jax_rules import check_results
 from .tf_convert import to_torch, torch_dtype
 from .tf_fallback import TfOpCall, evaluate
 from .tf_rules import RULES, Declined, Out, TfOp
@@ -169,7 +170,7 @@ class _Translator:
             return cache[k]
         try:
             res = list(fn(TfOp(self.b, op, operand, lambda k: self.values.get(op.inputs[k].name), outs)))
-            _check(op.type, res, outs)
+            check_results(op.type, res, outs)
             return res
         except (Declined, TypeError, ValueError, IndexError, RuntimeError, KeyError) as exc:
             self.b.rollback(mark)
@@ -189,15 +190,3 @@ class _Translator:
         return [self.b.opaque(operator.getitem, (node, k), {}, f) for k, f in enumerate(fakes)]
 
 
-def _check(name: str, res: list[Operand], outs: list[Out]) -> None:
-    """A translation's results have TensorFlow's shapes and dtypes (else :class:`Declined`)."""
-    if len(res) != len(outs):
-        raise Declined(f"{name}: {len(res)} result(s) for {len(outs)}")
-    for x, o in zip(res, outs):
-        if isinstance(x, Const):
-            ok = o.shape == () and x.dtype == o.dtype
-        else:
-            val = node_val(x)
-            ok = tuple(val.shape) == o.shape and val.dtype == o.dtype
-        if not ok:
-            raise Declined(f"{name}: translated to {x}, not {o}")
