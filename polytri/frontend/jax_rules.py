@@ -76,7 +76,7 @@ def torch_dtype(dtype: Any) -> torch.dtype:
 
 
 def check_results(name: str, res: list[Operand], outs: list[Out]) -> None:
-    """A translation's results have the shapes and dtypes ``outs`` of the framework's (else :class:`Declined`)."""
+    """A translation's results have the framework's shapes and dtypes, ``outs`` (else :class:`Declined`)."""
     if len(res) != len(outs):
         raise Declined(f"{name}: {len(res)} result(s) for {len(outs)}")
     for x, o in zip(res, outs):
