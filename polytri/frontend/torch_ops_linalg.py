@@ -16,6 +16,7 @@ import torch
 import torch.fx as fx
 
 from ..cpu_codegen.blocking import blocking
+from ..cpu_codegen.dot_product import has_integer_dot
 from ..dtypes import dtype as pt_type
 from .torch_args import as_int, as_ints, fake
 from .torch_lower import SegmentLowering, register
@@ -23,7 +24,6 @@ from .torch_ops_reduce import LANES, reduce_into
 from .torch_quant_contraction import (
     activation_sums,
     corrections,
-    integer_dot_product,
     quantized,
     record,
     requantized,
@@ -68,7 +68,8 @@ def _packed_on_cpu(ctx: SegmentLowering, a: Val, b: Val, out: torch.dtype, acc: 
     if ctx.target() != "cpu" or ctx.options.fuse not in (None, "outer"):
         return False
     if acc == torch.int32:
-        return {a.dtype, b.dtype} <= {torch.int8, torch.uint8} and integer_dot_product()
+        # the packed panels of the dot-product instructions read both factors in any layout
+        return {a.dtype, b.dtype} <= {torch.int8, torch.uint8} and has_integer_dot()
     return a.dtype == b.dtype == out and acc_dtype(out) in (torch.float32, torch.float64)
 
 

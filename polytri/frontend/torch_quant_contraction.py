@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
-from ..cpu_codegen.dot_product import has_integer_dot
 from ..pipeline.decisions import Decision
 from .torch_args import as_float, as_int, as_ints
 from .torch_lower import HANDLERS, SegmentLowering, is_view, op_name
@@ -142,12 +141,6 @@ def shifted(w: Quantized) -> Val:
 def widened(q: Val) -> Val:
     """The stored integers ``q`` read as int32."""
     return Val(q.shape, I32, lambda idx: cast(q.load(idx), q.dtype, I32), ops=1)
-
-
-def integer_dot_product() -> bool:
-    """Whether the CPU sums 8-bit factors with dot-product instructions: their contraction then reads
-    both factors where they are stored, in any layout (the packed panels reorder them)."""
-    return has_integer_dot()
 
 
 def activation_sums(ctx: SegmentLowering, base: str, x: Val, rows: tuple[str, ...], terms: tuple[str, ...],

@@ -35,11 +35,6 @@ class Structure:
         """``names`` (arrays of the original program, or others, kept) in the structural form."""
         return tuple(self.names.get(n, n) for n in names)
 
-    def original(self, names: Any) -> frozenset[str]:
-        """Arrays of the structural form named back in the original program."""
-        back = {v: k for k, v in self.names.items()}
-        return frozenset(back.get(n, n) for n in names)
-
 
 def structure(program: ProgramBuilder | Program) -> Structure:
     """The structural form of ``program`` (see the module docstring)."""
