@@ -7,7 +7,7 @@ import logging
 import threading
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -269,10 +269,14 @@ class CompiledGraph:
                 except Exception as exc:  # an estimate for the report: its failure must not fail the report
                     log.warning("%s: no memory traffic estimate (%s: %s)", prog.name, type(exc).__name__, exc)
                     traffic, unfused = None, None
-                rewrites = [d.text.removeprefix("fusion: ") for d in getattr(s.kernel, "decision_records", ())
-                            if d.kind in ("recompute", "online-softmax")] + [d.text for d in s.segment.decisions]
-                out.append(KernelInfo(prog.name, self.target, getattr(s.kernel, "source", ""), str(prog),
-                                      [n.name for n in s.segment.nodes], traffic, unfused, rewrites))
+                if traffic is not None:  # named as the segment names its arrays
+                    traffic = Traffic(tuple(replace(a, array=s.form.original_array(a.array)) for a in traffic.arrays))
+                rewrites = [s.form.original_text(d.text.removeprefix("fusion: "))
+                            for d in getattr(s.kernel, "decision_records", ()) if d.kind in ("recompute", "online-softmax")]
+                rewrites += [d.text for d in s.segment.decisions]
+                source = s.form.original_text(getattr(s.kernel, "source", ""))
+                out.append(KernelInfo(prog.name, self.target, source, str(prog), [n.name for n in s.segment.nodes],
+                                      traffic, unfused, rewrites))
         return out
 
     def __call__(self, *args: Any) -> Any:

@@ -35,6 +35,21 @@ class Structure:
         """``names`` (arrays of the original program, or others, kept) in the structural form."""
         return tuple(self.names.get(n, n) for n in names)
 
+    def original_text(self, text: str) -> str:
+        """``text`` written about the structural form (the kernel's source, a decision) with the arrays
+        named as in the original program: what a report of this segment shows.  Only for display: the
+        names are found as text (inside identifiers such as ``pt_a3_t_addmm`` too)."""
+        if not self.names:
+            return text
+        back = {v: k for k, v in self.names.items()}
+        pattern = re.compile(r"(?<![0-9A-Za-z])(" + "|".join(map(re.escape, sorted(back, key=len, reverse=True)))
+                             + r")(?![0-9A-Za-z])")
+        return pattern.sub(lambda m: back[m.group(1)], text)
+
+    def original_array(self, name: str) -> str:
+        """The original name of array ``name`` of the structural form."""
+        return next((k for k, v in self.names.items() if v == name), name)
+
 
 def structure(program: ProgramBuilder | Program) -> Structure:
     """The structural form of ``program`` (see the module docstring)."""
