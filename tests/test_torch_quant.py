@@ -144,9 +144,9 @@ def test_every_contraction_of_a_deeper_quantized_cnn_is_integer() -> None:
     torch.testing.assert_close(report.result, expected, rtol=0, atol=float(0.05 * expected.abs().max()))
 
 
-def test_a_quantized_mlp_with_quantized_output() -> None:
-    """The XNNPACK quantizer's flow (int8 activations, per-tensor weights, a quantized output): int8 x int8
-    contractions, and the output equal to eager's quantized model exactly."""
+def _xnnpack_mlp() -> tuple[torch.nn.Module, torch.Tensor]:
+    """A 64-128-16 MLP through the XNNPACK quantizer's flow (int8 activations, per-tensor weights, a
+    quantized output), and an input."""
     pytest.importorskip("torchao")
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
@@ -157,6 +157,13 @@ def test_a_quantized_mlp_with_quantized_output() -> None:
     prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
     prepared(x)
     quantized = convert_pt2e(prepared)
+    return quantized, x
+
+
+def test_a_quantized_mlp_with_quantized_output() -> None:
+    """The XNNPACK quantizer's flow (int8 activations, per-tensor weights, a quantized output): int8 x int8
+    contractions, and the output equal to eager's quantized model exactly."""
+    quantized, x = _xnnpack_mlp()
     with torch.no_grad():
         expected = quantized(x)
         report = pt.explain(quantized, x, compile_options={"target": "cpu"})
@@ -171,16 +178,7 @@ def test_an_int8_mlp_on_nvgpu_uses_tl_dot() -> None:
     accumulation (the weights are read as stored); in the interpreter, equal to eager's quantized model
     exactly.  (A cast of a product of two literal scales used to be ``(a * b).to(...)`` on a Python float:
     the kernel failed and the graph ran in eager.)"""
-    pytest.importorskip("torchao")
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-    from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 16)).eval()
-    x = torch.randn(4, 64)
-    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=False))
-    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
-    prepared(x)
-    quantized = convert_pt2e(prepared)
+    quantized, x = _xnnpack_mlp()
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         expected = quantized(x)
