@@ -109,8 +109,8 @@ def integer_dot_for(left: DType, right: DType) -> DotProduct | None:
 def integer_dot(left: Expr, right: Expr, typer: Typer) -> bool:
     """Whether an int32 contraction of ``left`` and ``right`` sums 8-bit stored values that this
     machine's instructions sum (the packed contraction takes int32 nests only then)."""
-    return has_integer_dot() and _choose(_stored_as(left, typer, INT32), _stored_as(right, typer, INT32),
-                                         INT32) is not None
+    stored_left, stored_right = _stored_as(left, typer, INT32), _stored_as(right, typer, INT32)
+    return stored_left is not None and stored_right is not None and integer_dot_for(stored_left, stored_right) is not None
 
 
 def dot_product(left: Expr, right: Expr, *, dtype: DType, op: str, typer: Typer, simd: bool) -> DotProduct | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -46,16 +46,24 @@ class Eqn:
 
 Rule = Callable[[GraphBuilder, Eqn], Sequence[Operand]]
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def registrar(table: dict[str, Any]) -> Callable[..., Callable[[F], F]]:
+    """The decorator ``@rule(name, ...)`` that files a translation in ``table`` under each name (the
+    primitives of JAX, the operation types of TensorFlow)."""
+    def rule(*names: str) -> Callable[[F], F]:
+        def deco(fn: F) -> F:
+            for n in names:
+                table[n] = fn
+            return fn
+        return deco
+    return rule
+
+
 RULES: dict[str, Rule] = {}
-
-
-def rule(*names: str) -> Callable[[Rule], Rule]:
-    """Register a translation for the primitives ``names``."""
-    def deco(fn: Rule) -> Rule:
-        for n in names:
-            RULES[n] = fn
-        return fn
-    return deco
+rule = registrar(RULES)
+"""Register a translation for the primitives ``names``."""
 
 
 #: JAX dtype names -> torch dtypes.

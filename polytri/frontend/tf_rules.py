@@ -16,7 +16,7 @@ import numpy as np
 import torch.fx as fx
 
 from .jax_graph import GraphBuilder, Operand, shape_of
-from .jax_rules import Declined, Out
+from .jax_rules import Declined, Out, registrar
 
 __all__ = ["RULES", "Declined", "Out", "TfOp", "rule"]
 
@@ -83,15 +83,8 @@ class TfOp:
 Rule = Callable[[TfOp], Sequence[Operand]]
 
 RULES: dict[str, Rule] = {}
-
-
-def rule(*names: str) -> Callable[[Rule], Rule]:
-    """Register a translation for the operation types ``names``."""
-    def deco(fn: Rule) -> Rule:
-        for n in names:
-            RULES[n] = fn
-        return fn
-    return deco
+rule = registrar(RULES)
+"""Register a translation for the operation types ``names``."""
 
 
 def axis(a: int, rank: int) -> int:

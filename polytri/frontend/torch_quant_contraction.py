@@ -134,7 +134,7 @@ def _permuted(v: Quantized, dims: list[int]) -> Quantized:
 def shifted(w: Quantized) -> Val:
     """``wq - zw`` as int32 (the weight side of the sum, where the weight's zero point stays in it)."""
     if w.zero_value == 0:
-        return Val(w.q.shape, I32, lambda idx: cast(w.q.load(idx), w.q.dtype, I32), ops=1)
+        return widened(w.q)
     return Val(w.q.shape, I32, lambda idx: f"({cast(w.q.load(idx), w.q.dtype, I32)} - {w.zero(idx)})", ops=2)
 
 

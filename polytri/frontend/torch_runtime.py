@@ -80,6 +80,9 @@ class _KernelStep:
         self.inputs = [(seg.arrays[n], n) for n in seg.inputs]
         self.input_names = [name for name, _ in self.inputs]
         self.input_nodes = [node for _, node in self.inputs]
+        self._input_at = {name: k for k, name in enumerate(self.input_names)}
+        self._arrays = [a.name for a in seg.program.arrays]
+        """The kernel's arrays in the order it takes their addresses."""
         self.outputs = [(seg.arrays[n], n, _shape_fn(seg.shapes[seg.arrays[n]][0]), seg.shapes[seg.arrays[n]][1],
                          len(seg.shapes[seg.arrays[n]][0])) for n in seg.outputs if n not in seg.views]
         self.temps = [(name, _shape_fn(shape), dtype) for name, (shape, dtype) in seg.temps.items()]
@@ -107,8 +110,7 @@ class _KernelStep:
         # the other arrays (outputs, intermediates) are made here, from the parameters' values
         signature = (tuple((t.shape, t.dtype, t.device, t.layout, t.is_neg()) for t in inputs), tuple(params))
         if signature in self._checked:
-            at = dict(zip(self.input_names, ptrs))
-            self._unchecked([kwargs[a.name].data_ptr() if a.name in kwargs else at[a.name] for a in prog.arrays],
+            self._unchecked([kwargs[n].data_ptr() if n in kwargs else ptrs[self._input_at[n]] for n in self._arrays],
                             params)
             return
         self.kernel(**self._detached(inputs, kwargs))
