@@ -78,8 +78,9 @@ class CpuOptions:
 
     schedule: Schedule = "auto"
     """'pluto' (the affine scheduler), 'original' (the input order), or 'auto': Pluto unless it moves a
-    statement's outermost parallel loop inward or walks memory with more strided streams than the input
-    order"""
+    statement's outermost parallel loop inward, walks memory with more strided streams than the input
+    order, or runs a statement behind a guard on an innermost loop's counter where the input order does
+    not"""
     fuse: Fusion = "smart"
     """fusion policy of the scheduler: 'smart', 'max', 'none' or 'outer'"""
     tile: bool | None = None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from ..ir.expr import Binary, Call, Const, Expr, Unary, Var
+from ..ir.expr import Binary, Call, Const, Expr, Unary, Var, var_names
 from ..ir.program import Program
 from .dependences import Dependences
 from .schedule import Schedule, loop_is_parallel
@@ -226,3 +226,17 @@ def walk(n: Node):
         yield from walk(n.then)
         if n.orelse is not None:
             yield from walk(n.orelse)
+
+
+def guarded_in_innermost(n: Node) -> set[str]:
+    """The statements that some innermost loop of the AST ``n`` runs behind a guard on that loop's own
+    counter (``if (c2 == c1)`` inside ``for c2``): a guard on the counter turns the loop's body into a
+    branch per iteration, which compilers vectorize poorly or not at all."""
+    found: set[str] = set()
+    for loop in walk(n):
+        if not (isinstance(loop, For) and loop.innermost):
+            continue
+        for m in walk(loop.body):
+            if isinstance(m, If) and loop.var in var_names(m.cond, "iter"):
+                found |= {r.statement for r in walk(m) if isinstance(r, Run)}
+    return found
