@@ -378,3 +378,22 @@ def test_a_failed_background_build_runs_the_graph_in_eager(monkeypatch: pytest.M
         report = pt.explain(lambda t: torch.relu(t) * 2 + t.sum(), x, compile_options={"threads": 1})
     torch.testing.assert_close(report.result, torch.relu(x) * 2 + x.sum())
     assert report.kernels == [] and any("a test's compiler" in e for e in report.errors)
+
+
+@pytest.mark.parametrize("k, stride, dilation", [(3, 1, 1), (3, 2, 1), (5, 2, 1), (3, 1, 2)])
+def test_padded_depthwise_convolutions_unroll_over_a_zero_padded_copy(k: int, stride: int, dilation: int) -> None:
+    # each input channel feeds one output channel: no reuse for a product's register blocks, so the padding
+    # becomes a copy with zero borders and the window one statement (with the batch norm and activation)
+    c = 6
+    w, b = torch.randn(c, 1, k, k), torch.randn(c)
+    scale, shift = torch.rand(c) + 0.5, torch.rand(c) - 0.5
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = F.conv2d(x, w, b, stride=stride, padding=dilation * (k // 2), dilation=dilation, groups=c)
+        return F.hardswish(y * scale[:, None, None] + shift[:, None, None])
+    x = torch.randn(2, c, 13, 11)
+    report = pt.explain(f, x, compile_options={"target": "cpu"})
+    torch.testing.assert_close(report.result, f(x), rtol=1e-4, atol=1e-5)
+    forms = [d.data["form"] for kern in report.kernels for d in kern.lowering if d.kind == "convolution"]
+    assert forms == ["padded-unrolled"]
+    assert report.fallback_ops == []

@@ -19,6 +19,7 @@ import torch.fx as fx
 from ..errors import PolytriError
 from ..ir.builder import ProgramBuilder
 from . import (  # noqa: F401 (handlers)
+    torch_ops_conv,
     torch_ops_linalg,
     torch_ops_nn,
     torch_ops_pointwise,

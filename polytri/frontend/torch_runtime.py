@@ -18,6 +18,7 @@ from ..cpu_codegen.kernel import CpuKernel
 from ..errors import PolytriError
 from ..fusion.traffic import Traffic
 from ..ir.builder import ProgramBuilder
+from ..pipeline.decisions import Decision
 from .torch_cache import compile_cached
 from .torch_lower import Segment
 from .torch_options import TorchOptions
@@ -55,7 +56,10 @@ class KernelInfo:
     unfused_bytes: int | None = None
     """The same nodes' traffic run one kernel per operator (:mod:`.torch_traffic`)."""
     rewrites: list[str] = field(default_factory=list)
-    """What the compiler rewrote across statements: producers recomputed, the online softmax."""
+    """What the compiler rewrote across statements: producers recomputed, the online softmax; and how the
+    lowering computes ops (a convolution's form, an integer contraction)."""
+    lowering: list[Decision] = field(default_factory=list)
+    """The lowering's decisions as records (stage ``lowering``): the last entries of ``rewrites``."""
 
     @property
     def bytes_moved(self) -> int | None:
@@ -278,7 +282,7 @@ class CompiledGraph:
                 rewrites += [d.text for d in s.segment.decisions]
                 source = s.form.original_text(getattr(s.kernel, "source", ""))
                 out.append(KernelInfo(prog.name, self.target, source, str(prog), [n.name for n in s.segment.nodes],
-                                      traffic, unfused, rewrites))
+                                      traffic, unfused, rewrites, list(s.segment.decisions)))
         return out
 
     def __call__(self, *args: Any) -> Any:
