@@ -26,6 +26,7 @@ from .ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, Var
 from .ir.islutil import fix_params
 from .ir.printer import format_const
 from .ir.program import Program, Statement
+from .ir.reduction import is_nan_extreme, nan_select
 from .ir.types import Typer, program_typer
 from .ir.verify import check_bounds
 from .numerics import CASTS
@@ -103,6 +104,8 @@ class _PyPrinter:
         return f"_to_{d.name}" if _is16(d) else f"np.{d.name}" if d.kind == "f" else f"_to_{d.name}"
 
     def expr(self, e: Expr) -> str:
+        if is_nan_extreme(e):  # the select it is computed with (weak integers included)
+            return self.expr(nan_select(e))
         t = self.t(e)
         if isinstance(e, Const):
             return format_const(e.value) if not (isinstance(e.value, float) and math.isinf(e.value)) else \

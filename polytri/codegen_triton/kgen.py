@@ -24,6 +24,7 @@ from ..errors import PolytriError, UnsupportedError
 from ..ir.affine import to_isl
 from ..ir.expr import Access, Expr, accesses, substitute, var_names
 from ..ir.program import Program
+from ..ir.reduction import NAN_EXTREMES, OPERATIONS
 from ..ir.types import Typer
 from ..schedule.loop_ast import Block, For, If, Node, Run, loop_upper
 from .index_width import MAX_CHUNK
@@ -411,17 +412,19 @@ class KernelPrinter:
 
     # --- reductions --------------------------------------------------------------------------------
     def _identity(self, op: str, d: DType) -> str:
-        if op in ("+", "-"):
+        """The operation's identity (:data:`polytri.ir.reduction.OPERATIONS`) as a value of ``d``."""
+        identity = OPERATIONS[op].identity
+        if identity == "zero":
             return "0"
         if d.kind == "f":
-            return 'float("-inf")' if op in ("max", "nanmax") else 'float("inf")'
+            return 'float("-inf")' if identity == "lowest" else 'float("inf")'
         lim = 2 ** (d.bits - 1)
-        return str(-lim if op in ("max", "nanmax") else lim - 1)
+        return str(-lim if identity == "lowest" else lim - 1)
 
     def _combine(self, op: str, a: str, b: str) -> str:
         """``a op b``; the NaN-propagating forms keep ``a`` when it is NaN and give ``b`` when ``b`` is."""
-        if op in ("nanmax", "nanmin"):
-            return f"tl.where({a} {'>' if op == 'nanmax' else '<'} {b}, {a}, tl.where({a} != {a}, {a}, {b}))"
+        if op in NAN_EXTREMES:
+            return f"tl.where({a} {NAN_EXTREMES[op]} {b}, {a}, tl.where({a} != {a}, {a}, {b}))"
         return {"+": f"{a} + {b}", "-": f"{a} + {b}", "max": f"tl.maximum({a}, {b})",
                 "min": f"tl.minimum({a}, {b})"}[op]
 
@@ -431,7 +434,7 @@ class KernelPrinter:
         ident = self._identity(op, d)
         if op in ("+", "-"):
             return f"tl.sum(tl.where({mask}, {term}, {ident}), axis={axis})"
-        base = op.removeprefix("nan")
+        base = OPERATIONS[op].base
         if op == base or d.kind != "f":
             return f"tl.{base}(tl.where({mask}, {term}, {ident}), axis={axis})"
         t = self.fresh("t")

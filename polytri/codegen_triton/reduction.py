@@ -1,8 +1,8 @@
 """Reductions and contractions recognized on the scheduled loop tree.
 
-A *reduction loop* is an innermost loop whose body is one statement ``T = T op f`` (``op`` one of
-``+``, ``-``, ``max``, ``min``, or the NaN-propagating maximum and minimum the torch frontend writes)
-where the target ``T`` does not depend on the loop counter and ``f`` does not read ``T``'s array: the
+A *reduction loop* is an innermost loop whose body is one update ``T = T op f`` (``op`` one of ``+``,
+``-``, ``max``, ``min``, ``nanmax``, ``nanmin``: :mod:`polytri.ir.reduction`, which also gives each
+operation's identity) where the target ``T`` does not depend on the loop counter and ``f`` does not read ``T``'s array: the
 loop's iterations then only combine values of ``f``, which may be computed for a whole chunk of the loop
 at once and combined with ``tl.sum`` / ``tl.max`` / ``tl.min`` (the order of a floating-point sum
 changes; nothing else does).
@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 from .. import dtypes
 from ..dtypes import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, DType
-from ..ir.expr import Access, Binary, Cast, Expr, accesses, extreme_update, substitute, var_names
+from ..ir.expr import Access, Binary, Cast, Expr, accesses, substitute, var_names
 from ..ir.program import Program, Statement
+from ..ir.reduction import UpdateOp, update_of
 from ..ir.types import Typer
 from ..schedule.loop_ast import Block, For, Node, Run, walk
 
@@ -35,8 +36,8 @@ class Reduction:
     """The statement it runs."""
     target: Access
     """The written element, in loop counters."""
-    op: str
-    """``+``, ``-``, ``max``, ``min``, ``nanmax`` or ``nanmin`` (see :func:`.extreme_update`)."""
+    op: UpdateOp
+    """The update's operation (:class:`polytri.ir.reduction.Update`)."""
     term: Expr
     """The combined value ``f``, in loop counters."""
     value: Expr
@@ -105,20 +106,10 @@ def _reduction(loop: For, program: Program, run: Run) -> Reduction | None:
     value = substitute(st.value, env)
     if not isinstance(target, Access) or loop.var in var_names(target, "iter"):
         return None
-    found: tuple[str, Expr] | None = None
-    if isinstance(value, Binary) and value.op in ("+", "-"):
-        if value.lhs == target:
-            found = (value.op, value.rhs)
-        elif value.op == "+" and value.rhs == target:
-            found = ("+", value.lhs)
-    else:
-        found = extreme_update(value, target)
-    if found is None:
+    found = update_of(target, value)
+    if found is None or loop.var not in var_names(found.term, "iter"):
         return None
-    op, term = found
-    if loop.var not in var_names(term, "iter"):
-        return None
-    return Reduction(loop, st, target, op, term, value)
+    return Reduction(loop, st, target, found.op, found.term, value)
 
 
 def _factors(e: Expr) -> list[Expr]:

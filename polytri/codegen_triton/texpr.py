@@ -18,6 +18,7 @@ from .. import dtypes
 from ..dtypes import BFLOAT16, BOOL, FLOAT16, FLOAT64, DType
 from ..ir.affine import const_value
 from ..ir.expr import COMPARE_OPS, Access, Binary, Call, Cast, Const, Expr, Unary, Var, walk
+from ..ir.reduction import NAN_EXTREMES, nan_select
 from ..ir.types import Typer
 
 TL_TYPES = {"bool": "tl.int1", "int8": "tl.int8", "uint8": "tl.uint8", "int32": "tl.int32", "int64": "tl.int64",
@@ -211,6 +212,8 @@ class TritonExprPrinter:
 
     def call(self, e: Call, d: DType) -> str:
         f = e.func
+        if f in NAN_EXTREMES:  # the select it is computed with
+            return self.call(nan_select(e), d)
         if f == "where":
             return f"tl.where({self.conv(e.args[0], BOOL)}, {self.conv(e.args[1], d)}, {self.conv(e.args[2], d)})"
         if f in ("min", "max"):

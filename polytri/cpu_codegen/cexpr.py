@@ -13,6 +13,7 @@ from .. import dtypes
 from ..dtypes import BFLOAT16, FLOAT16, INT64, DType
 from ..ir.affine import const_value
 from ..ir.expr import COMPARE_OPS, Access, Binary, Call, Cast, Const, Expr, Unary, Var
+from ..ir.reduction import NAN_EXTREMES, nan_select
 from ..ir.types import Typer
 
 PRIMARY, UNARY, MUL, ADD, REL, EQ, AND, OR, COND = 16, 15, 13, 12, 10, 9, 5, 4, 3
@@ -220,6 +221,8 @@ class CExprPrinter:
 
     def call(self, e: Call, d: DType) -> C:
         f = e.func
+        if f in NAN_EXTREMES:  # the select it is computed with
+            return self.expr(nan_select(e))
         if f == "where":
             c = self.expr(e.args[0])
             a, b = self.conv(e.args[1], d), self.conv(e.args[2], d)

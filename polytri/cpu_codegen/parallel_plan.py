@@ -17,6 +17,7 @@ from typing import Literal
 
 from ..ir.expr import Access, Binary, Call, Expr, Unary, children
 from ..ir.program import Program, Statement
+from ..ir.reduction import is_nan_extreme, nan_select
 from ..pipeline.decisions import Decision
 from ..schedule.loop_ast import For, Run, walk
 from ..schedule.loop_work import Work, loop_work
@@ -29,7 +30,10 @@ MIN_WORK = "pt__min_parallel_work"
 
 
 def _operations(e: Expr) -> int:
-    """Loads and arithmetic operations of ``e`` (not those of its subscripts)."""
+    """Loads and arithmetic operations of ``e`` (not those of its subscripts); a ``nanmax`` / ``nanmin``
+    counts as the select it is computed with."""
+    if is_nan_extreme(e):
+        return _operations(nan_select(e))
     if isinstance(e, Access):
         return 1
     own = 1 if isinstance(e, (Binary, Unary, Call)) else 0

@@ -37,6 +37,7 @@ from .. import dtypes
 from ..ir.affine import linear
 from ..ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, accesses, substitute, transform
 from ..ir.program import Program, Statement
+from ..ir.reduction import is_nan_extreme, nan_select
 from ..pipeline.decisions import Decision
 from ..schedule.dependences import follows_writes
 from .cost import Recomputation, recomputation
@@ -83,7 +84,10 @@ def _written_before_read(program: Program, producer: Statement, consumer: Statem
 
 def _size(e: Expr, leaf: int = 1) -> int:
     """Nodes of an expression, an array element or a constant counting as ``leaf`` (an element's
-    subscripts are address arithmetic); ``leaf=0`` counts the arithmetic operations only."""
+    subscripts are address arithmetic); ``leaf=0`` counts the arithmetic operations only.  A ``nanmax`` /
+    ``nanmin`` counts as the select it is computed with."""
+    if is_nan_extreme(e):
+        return _size(nan_select(e), leaf)
     if isinstance(e, Unary | Cast):
         return 1 + _size(e.operand, leaf)
     if isinstance(e, Binary):

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from ..ir.expr import Access, Binary, Call, Const, Expr, Var, accesses, extreme_update, substitute, var_names
+from ..ir.expr import Access, Binary, Call, Const, Expr, Var, accesses, substitute, var_names
 from ..ir.program import Program, Statement, params_prefix
+from ..ir.reduction import statement_update, update_of
 from ..schedule.dependences import follows_writes
 
 
@@ -60,18 +61,17 @@ def _rename(acc: Access, frame: dict[str, str]) -> Access:
 
 
 def max_term(value: Expr, target: Access) -> Expr | None:
-    """``g`` when ``value`` is ``max(target, g)``, NaN-propagating or not (:func:`.extreme_update`)."""
-    found = extreme_update(value, target)
-    return found[1] if found is not None and found[0] in ("max", "nanmax") else None
+    """``g`` when ``value`` is the update ``max(target, g)``, NaN-propagating or not (:func:`.update_of`)."""
+    found = update_of(target, value)
+    return found.term if found is not None and found.op in ("max", "nanmax") else None
 
 
 def sum_term(value: Expr, target: Access) -> Expr:
-    """``f`` when ``value`` is ``target + f``."""
-    if isinstance(value, Binary) and value.op == "+" and value.lhs == target:
-        return value.rhs
-    if isinstance(value, Binary) and value.op == "+" and value.rhs == target:
-        return value.lhs
-    raise NoMatch(f"{value} is not a sum into {target.array}")
+    """``f`` when ``value`` is the update ``target + f`` (:func:`.update_of`)."""
+    found = update_of(target, value)
+    if found is None or found.op != "+":
+        raise NoMatch(f"{value} is not a sum into {target.array}")
+    return found.term
 
 
 def product_factor(term: Expr, array: str) -> tuple[Access, Expr]:
@@ -81,6 +81,12 @@ def product_factor(term: Expr, array: str) -> tuple[Access, Expr]:
             if isinstance(a, Access) and a.array == array and array not in {x.array for x in accesses(b)}:
                 return a, b
     raise NoMatch(f"{term} is not {array}[...] times a factor")
+
+
+def _is_sum(st: Statement) -> bool:
+    """Whether ``st`` is a sum update ``T = T + f``."""
+    found = statement_update(st)
+    return found is not None and found.op == "+"
 
 
 def _is_zero(e: Expr) -> bool:
@@ -184,8 +190,7 @@ def match(program: Program, red: Statement, temporaries: set[str]) -> Chain:
     e_frame = _rename(ex.target, frames[ex.name]).index
     e_readers = [s for s in program.statements if s.name in program.readers(E)]
     sums = [s for s in e_readers if s.target.array != E and _writers(program, s.target.array)[-1] is s
-            and len(_writers(program, s.target.array)) == 2 and isinstance(s.value, Binary) and s.value.op == "+"
-            and s.target in (s.value.lhs, s.value.rhs)]
+            and len(_writers(program, s.target.array)) == 2 and _is_sum(s)]
     if len(e_readers) != 2 or len(sums) != 1:
         raise NoMatch(f"{E} is not read by exactly one sum and one other statement")
     l_red, norm = sums[0], next(s for s in e_readers if s is not sums[0])

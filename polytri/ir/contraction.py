@@ -1,6 +1,6 @@
 """The statement form of a contraction (a gemm's update), shared by the scheduler and the C generator.
 
-A statement is in contraction form when it reads
+A statement is in contraction form when it is a sum update (:mod:`.reduction`) that reads
 
     T[..., a, ..., b] = T[..., a, ..., b] + L * R        (or ``-``; or ``L * R + T[...]``)
 
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from .expr import Access, Binary, Expr, Var, accesses, var_names
 from .program import Statement
+from .reduction import statement_update
 
 
 @dataclass(frozen=True)
@@ -40,15 +41,6 @@ class ContractionForm:
     """``+`` or ``-``."""
     row_subscript: int
     """Position of ``a``'s subscript in the target."""
-
-
-def _update_term(value: Expr, target: Access) -> tuple[str, Expr] | None:
-    """``(op, term)`` when ``value`` is ``target op term`` (``+`` or ``-``) or ``term + target``."""
-    if isinstance(value, Binary) and value.op in ("+", "-") and value.lhs == target:
-        return value.op, value.rhs
-    if isinstance(value, Binary) and value.op == "+" and value.rhs == target:
-        return "+", value.lhs
-    return None
 
 
 class _Roles:
@@ -90,10 +82,10 @@ def contraction_form(st: Statement) -> ContractionForm | None:
         return None
     roles = _Roles(st, target)
     it_b = roles.plain(target.index[-1])
-    update = _update_term(st.value, target)
-    if it_b is None or update is None:
+    update = statement_update(st)
+    if it_b is None or update is None or update.op not in ("+", "-"):
         return None
-    op, term = update
+    op, term = update.op, update.term
     if not (isinstance(term, Binary) and term.op == "*"):
         return None
     found = _factors(term, roles, it_b)

@@ -15,10 +15,11 @@ ARITH_OPS = ("+", "-", "*", "/", "//", "%", "**")
 COMPARE_OPS = ("<", "<=", ">", ">=", "==", "!=")
 BINARY_OPS = ARITH_OPS + COMPARE_OPS
 
-#: Functions of the expression language and their arity.
+#: Functions of the expression language and their arity; ``nanmax`` / ``nanmin`` are the NaN-propagating
+#: extremes (:mod:`polytri.ir.reduction` gives their semantics and the select they are computed with).
 FUNCTIONS: dict[str, int] = {
     "exp": 1, "log": 1, "sqrt": 1, "abs": 1, "tanh": 1, "sigmoid": 1, "erf": 1, "floor": 1, "ceil": 1,
-    "round": 1, "min": 2, "max": 2, "where": 3,
+    "round": 1, "min": 2, "max": 2, "where": 3, "nanmax": 2, "nanmin": 2,
 }
 #: Functions that are another spelling of a binary operator: ``pow(x, y)`` is ``x ** y``.
 OPERATOR_FUNCTIONS: dict[str, str] = {"pow": "**"}
@@ -164,22 +165,3 @@ def substitute(e: Expr, env: Mapping[str, Expr]) -> Expr:
     """``e`` with iterator variables replaced by expressions (subscripts included)."""
     return transform(e, lambda n: env.get(n.name) if isinstance(n, Var) and n.kind == "iter" else None)
 
-
-def extreme_update(value: Expr, target: Expr) -> tuple[str, Expr] | None:
-    """``(op, g)`` when ``value`` is ``op(target, g)``: ``max`` / ``min`` (a call, either argument order),
-    or ``nanmax`` / ``nanmin``, the NaN-propagating select the torch frontend writes for ``amax`` / ``amin``:
-    ``where(T > g, T, where(T != T, T, g))`` (``<`` for the minimum)."""
-    if isinstance(value, Call) and value.func in ("max", "min"):
-        a, b = value.args
-        if a == target:
-            return value.func, b
-        if b == target:
-            return value.func, a
-        return None
-    if isinstance(value, Call) and value.func == "where":
-        cond, keep, other = value.args
-        if (isinstance(cond, Binary) and cond.op in (">", "<") and cond.lhs == target and keep == target
-                and isinstance(other, Call) and other.func == "where"
-                and other.args == (Binary("!=", target, target), target, cond.rhs)):
-            return ("nanmax" if cond.op == ">" else "nanmin"), cond.rhs
-    return None

@@ -13,7 +13,7 @@ from ..errors import ProgramError
 #: the macros and functions of the headers it includes that it uses) or the reference's generated Python.
 ISL_WORDS = {"and", "or", "not", "implies", "mod", "floor", "ceil", "floord", "ceild", "min", "max", "exists",
              "infty", "rat", "true", "false", "NaN", "nan", "inf", "domain", "range"}
-LANGUAGE_WORDS = {"where", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "erf", "round", "pow"} | set(dtypes.ALL) | set(dtypes.ALIASES)
+LANGUAGE_WORDS = {"where", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "erf", "round", "pow", "nanmax", "nanmin"} | set(dtypes.ALL) | set(dtypes.ALIASES)
 C_WORDS = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
     "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",

@@ -123,7 +123,7 @@ class Typer:
             return ts[0] if ts[0].dtype is not BOOL else VType(INT64, ts[0].weak)
         if f == "abs":
             return ts[0] if ts[0].dtype is not BOOL else VType(INT64, ts[0].weak)
-        if f in ("min", "max"):
+        if f in ("min", "max", "nanmax", "nanmin"):
             return check_literals(dtypes.promote(ts[0], ts[1]), e.args, e)
         if f == "where":
             if ts[0].dtype is not BOOL:
