@@ -48,6 +48,13 @@ log = logging.getLogger("polytri.cpu")
 DEFAULT_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-ffp-contract=off",
                  "--param=max-completely-peel-times=8", "-std=gnu11")
 
+#: Per compiler family, the flags of :data:`DEFAULT_FLAGS` it does not take: clang warns about gcc's ``--param``
+#: and ignores it.
+UNSUPPORTED_FLAGS: dict[str, frozenset[str]] = {
+    "gcc": frozenset(),
+    "clang": frozenset({"--param=max-completely-peel-times=8"}),
+}
+
 #: Added by ``POLYTRI_SANITIZE=1``; the first report aborts the process.
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
 
@@ -80,6 +87,24 @@ def compiler_identity(cc: str) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise CompilationError(f"C compiler {cc!r} cannot be run: {exc}") from None
     return out.stdout.splitlines()[0] if out.stdout else cc
+
+
+def compiler_family(cc: str) -> str:
+    """``'clang'`` when ``cc --version`` names clang, else ``'gcc'`` (gcc, or a compiler taken to accept its
+    flags, as every compiler was before clang had flags of its own; also one that cannot be run, whose build
+    then reports why)."""
+    try:
+        identity = compiler_identity(cc)
+    except CompilationError:
+        return "gcc"
+    return "clang" if "clang" in identity.lower() else "gcc"
+
+
+def default_flags(cc: str) -> tuple[str, ...]:
+    """:data:`DEFAULT_FLAGS` as ``cc``'s family takes them: gcc's are the tuple itself, clang's leave out
+    :data:`UNSUPPORTED_FLAGS` ``['clang']``."""
+    drop = UNSUPPORTED_FLAGS[compiler_family(cc)]
+    return tuple(f for f in DEFAULT_FLAGS if f not in drop) if drop else DEFAULT_FLAGS
 
 
 def file_digest(path: Path) -> str:

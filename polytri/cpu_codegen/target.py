@@ -16,10 +16,10 @@ from ..schedule.dependences import Dependences
 from ..schedule.loop_ast import Node
 from ..schedule.schedule import Schedule
 from .build import (
-    DEFAULT_FLAGS,
     build_library,
     build_library_later,
     building_in_background,
+    default_flags,
     vector_math_flags,
 )
 from .cgen import CodegenOptions, generate_c
@@ -61,7 +61,7 @@ class CpuTarget(Target):
                 min_work = fork_cost(opts["cc"]).min_work
         made: list[Decision | str] = [*decisions, *(describe(c) for c in contractions),
                                       *(r.decision(min_work) for r in out.regions)]
-        flags = (DEFAULT_FLAGS + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ())
+        flags = (default_flags(opts["cc"]) + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ())
                  + (vector_math_flags(opts["cc"]) if opts["simd"] else ()) + opts["cflags"])
         dump(source)  # before the build, which may fail
         library = (build_library_later if building_in_background() else build_library)(source, cc=opts["cc"],
