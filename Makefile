@@ -6,7 +6,7 @@ STAMP := $(VENV)/.polytri-installed
 DOCS_STAMP := $(VENV)/.polytri-docs-installed
 JOBS ?= 2
 
-.PHONY: help demo test fuzz bench lint docs clean
+.PHONY: help demo test fuzz bench polly lint docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ fuzz: $(STAMP) ## long property-based runs (marked slow)
 
 bench: $(STAMP) ## CPU benchmarks side by side
 	$(VENV)/bin/polytri bench
+
+polly: $(STAMP) ## install clang and Polly (apt-get, as root) for `polytri bench`'s polly column; check Polly runs
+	$(PY) -m polytri.tools.polly --install
 
 lint: $(STAMP) ## ruff (with complexity <= 10) over the package, tests and benchmarks; mypy over the package
 	$(PY) -m pip install --quiet ruff mypy

@@ -6,9 +6,9 @@ Two parts:
   generated kernels: FMA throughput (GFLOP/s, fp32 and fp64, every thread) and a STREAM-like triad
   ``a[i] = b[i] + s * c[i]`` (GB/s, every thread);
 * **the suite's kernels** at benchmark sizes, every variant timed in the same run, interleaved
-  (naive gcc -O3 C of the input order, the input order with OpenMP, polytri's default, Pluto tiled, and
-  numpy/torch where there is an obvious equivalent), with a check that every variant computes what the
-  naive C computes.
+  (naive gcc -O3 C of the input order, the input order with OpenMP, polytri's default, Pluto tiled, the
+  input order built by clang with Polly where there is one (``polytri/tools/polly.py``), and numpy/torch
+  where there is an obvious equivalent), with a check that every variant computes what the naive C computes.
 
 Ratios, not absolute times, are what to compare: the machines this runs on are shared and noisy.
 ``benchmarks/README.md`` explains every column.
@@ -32,7 +32,9 @@ import numpy as np
 from ..compiler import compile as pt_compile
 from ..suite import copy_args
 from ..suite.datasets import DATASETS
+from .bench_library import LIBRARY_EQUIVALENTS
 from .peak import Peak, default_threads, fma_peak, measure_peak, triad_bandwidth
+from .polly import ensure_polly, raise_stack_limit
 
 NOTE = "ratios, not absolute times, are what to compare; this machine is shared and noisy"
 
@@ -50,6 +52,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "pt 1 thread": {"threads": 1},
     "tiled": {"schedule": "pluto", "tile": True},
 }
+#: The column of the input order's C built by clang with Polly (added to VARIANTS' when there is one).
+POLLY = "polly"
 #: The column of the numpy/torch equivalents.
 LIBRARY = "numpy/torch"
 
@@ -129,90 +133,6 @@ ELEMENTS_MOVED: dict[str, Callable[[Params], float]] = {
 }
 
 
-# -- numpy/torch equivalents: prepare(args) -> a call that computes in place into ``args``' arrays ------
-def _torch(threads: int) -> Any:
-    import torch
-    torch.set_num_threads(threads)
-    return torch
-
-
-def _gemm_torch(args: dict[str, Any], threads: int) -> Callable[[], None]:
-    torch = _torch(threads)
-    c, a, b = (torch.from_numpy(args[n]) for n in ("C", "A", "B"))
-    alpha, beta = float(args["alpha"]), float(args["beta"])
-
-    def run() -> None:
-        c.addmm_(a, b, beta=beta, alpha=alpha)
-    return run
-
-
-def _jacobi_1d_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
-    a, b, steps = args["A"], args["B"], int(args["T"])
-
-    def run() -> None:
-        for _ in range(steps):
-            b[1:-1] = 0.33333 * (a[:-2] + a[1:-1] + a[2:])
-            a[1:-1] = 0.33333 * (b[:-2] + b[1:-1] + b[2:])
-    return run
-
-
-def _ping_pong(sweep: Callable[[np.ndarray, np.ndarray], None], a: np.ndarray, b: np.ndarray,
-               steps: int) -> Callable[[], None]:
-    """``steps`` time steps of a two-array stencil: B from A, then A from B."""
-    def run() -> None:
-        for _ in range(steps):
-            sweep(b, a)
-            sweep(a, b)
-    return run
-
-
-def _jacobi_2d_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
-    a, b, steps = args["A"], args["B"], int(args["T"])
-
-    def sweep(out: np.ndarray, src: np.ndarray) -> None:
-        out[1:-1, 1:-1] = 0.2 * (src[1:-1, 1:-1] + src[1:-1, :-2] + src[1:-1, 2:] + src[2:, 1:-1]
-                                 + src[:-2, 1:-1])
-
-    return _ping_pong(sweep, a, b, steps)
-
-
-def _heat_3d_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
-    a, b, steps = args["A"], args["B"], int(args["T"])
-    c = (slice(1, -1),) * 3
-
-    def sweep(out: np.ndarray, s: np.ndarray) -> None:
-        mid = s[c]
-        out[c] = (0.125 * (s[2:, 1:-1, 1:-1] - 2.0 * mid + s[:-2, 1:-1, 1:-1])
-                  + 0.125 * (s[1:-1, 2:, 1:-1] - 2.0 * mid + s[1:-1, :-2, 1:-1])
-                  + 0.125 * (s[1:-1, 1:-1, 2:] - 2.0 * mid + s[1:-1, 1:-1, :-2]) + mid)
-
-    return _ping_pong(sweep, a, b, steps)
-
-
-def _blur_numpy(args: dict[str, Any], threads: int) -> Callable[[], None]:
-    img, tmp, out = args["img"], args["tmp"], args["out"]
-    w = img.shape[2]
-    h = img.shape[1]
-    k = (0.0625, 0.25, 0.375, 0.25, 0.0625)
-
-    def run() -> None:
-        tmp[...] = (k[0] * img[:, :, 0:w - 4] + k[1] * img[:, :, 1:w - 3] + k[2] * img[:, :, 2:w - 2]
-                    + k[3] * img[:, :, 3:w - 1] + k[4] * img[:, :, 4:w])
-        out[...] = (k[0] * tmp[:, 0:h - 4] + k[1] * tmp[:, 1:h - 3] + k[2] * tmp[:, 2:h - 2]
-                    + k[3] * tmp[:, 3:h - 1] + k[4] * tmp[:, 4:h])
-    return run
-
-
-#: kernel -> (what it is, prepare).
-LIBRARY_EQUIVALENTS: dict[str, tuple[str, Callable[[dict[str, Any], int], Callable[[], None]]]] = {
-    "gemm": ("torch addmm_", _gemm_torch),
-    "jacobi_1d": ("numpy slices", _jacobi_1d_numpy),
-    "jacobi_2d": ("numpy slices", _jacobi_2d_numpy),
-    "heat_3d": ("numpy slices", _heat_3d_numpy),
-    "blur": ("numpy slices", _blur_numpy),
-}
-
-
 # -- measuring ----------------------------------------------------------------------------------------
 def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
@@ -284,10 +204,11 @@ def _prepare_library(prep: Callable[[dict[str, Any], int], Callable[[], None]], 
     return prep(fresh, threads)
 
 
-def run_kernel(name: str, params: Params, repeat: int, threads: int | None = None) -> Row:
-    """Compile every variant of suite kernel ``name``, check each against the naive C on one run, then time
-    them ``repeat`` times, interleaved (naive, orig+omp, polytri, tiled, numpy/torch, naive, ...); each
-    call gets a fresh copy of the inputs, made outside the timed region."""
+def run_kernel(name: str, params: Params, repeat: int, threads: int | None = None,
+               variants: dict[str, dict[str, Any]] | None = None) -> Row:
+    """Compile every variant (default: :data:`VARIANTS`) of suite kernel ``name``, check each against the naive C
+    on one run, then time them ``repeat`` times, interleaved (naive, orig+omp, polytri, tiled, polly,
+    numpy/torch, naive, ...); each call gets a fresh copy of the inputs, made outside the timed region."""
     from ..ir.builder import to_program
     from ..suite import KERNELS, make_args
 
@@ -299,7 +220,8 @@ def run_kernel(name: str, params: Params, repeat: int, threads: int | None = Non
     row = Row(name, dict(params), kern.category, dtype, kern.flops(params), moved(params) if moved else None)
     threads = threads or default_threads()
     args = make_args(kern, params)
-    prepares = _compile_variants(name, prog, row, threads)
+    variants = VARIANTS if variants is None else variants
+    prepares = _compile_variants(name, prog, row, threads, variants)
     _check_variants(prepares, args, [a.name for a in prog.arrays], row)
     samples: dict[str, list[float]] = {v: [] for v in prepares}
     for _ in range(repeat):
@@ -309,7 +231,7 @@ def run_kernel(name: str, params: Params, repeat: int, threads: int | None = Non
             call()
             samples[variant].append(time.perf_counter() - t0)
             del call
-    for variant in (*VARIANTS, LIBRARY):
+    for variant in (*variants, LIBRARY):
         row.times[variant] = statistics.median(samples[variant]) if samples.get(variant) else None
     return row
 
@@ -317,11 +239,12 @@ def run_kernel(name: str, params: Params, repeat: int, threads: int | None = Non
 Prepare = Callable[[dict[str, Any]], Callable[[], None]]
 
 
-def _compile_variants(name: str, prog: Any, row: Row, threads: int) -> dict[str, Prepare]:
+def _compile_variants(name: str, prog: Any, row: Row, threads: int,
+                      variants: dict[str, dict[str, Any]]) -> dict[str, Prepare]:
     """Each variant that compiles, as a function from fresh inputs to a call; failures and warnings go to
     ``row``."""
     prepares: dict[str, Prepare] = {}
-    for variant, options in VARIANTS.items():
+    for variant, options in variants.items():
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -364,10 +287,15 @@ def _check_variants(prepares: dict[str, Prepare], args: dict[str, Any], arrays: 
 
 
 # -- printing -----------------------------------------------------------------------------------------
-HEADER = ("kernel", "size", *(f"{v} ms" for v in VARIANTS), f"{LIBRARY} ms", "pt/naive", "pt GFLOP/s",
-          "pt vs peak", "pt schedule", "check")
-#: Columns aligned to the right (numbers).
-NUMERIC = set(range(2, 2 + len(VARIANTS) + 4))
+def header(variants: Sequence[str]) -> tuple[str, ...]:
+    """The table's columns for these variants: with :data:`POLLY`, its time and ``pt/polly``."""
+    ratios = ("pt/naive", *(("pt/polly",) if POLLY in variants else ()))
+    return ("kernel", "size", *(f"{v} ms" for v in variants), f"{LIBRARY} ms", *ratios, "pt GFLOP/s",
+            "pt vs peak", "pt schedule", "check")
+
+
+#: The columns without Polly's.
+HEADER = header(list(VARIANTS))
 
 
 def _size(params: Params) -> str:
@@ -399,12 +327,12 @@ def check(row: Row) -> str:
     return "agree"
 
 
-def cells(row: Row, peak: Peak) -> list[str]:
+def cells(row: Row, peak: Peak, variants: Sequence[str] = tuple(VARIANTS)) -> list[str]:
     out = [row.kernel, _size(row.params)]
-    out += [_ms(row.times.get(v), v in row.errors) for v in VARIANTS]
+    out += [_ms(row.times.get(v), v in row.errors) for v in variants]
     out.append(_ms(row.times.get(LIBRARY), LIBRARY in row.errors))
-    s = row.speedup
-    out.append("-" if s is None else f"{s:.2f}x")
+    for s in (row.speedup, *((_ratio(row, POLLY, "polytri"),) if POLLY in variants else ())):
+        out.append("-" if s is None else f"{s:.2f}x")
     g = row.gflops
     out.append("-" if g is None else f"{g:.2f}")
     out += [vs_peak(row, peak), row.schedule or "-", check(row)]
@@ -417,7 +345,22 @@ def _ratio(row: Row, a: str, b: str) -> float | None:
     return ta / tb if ta and tb else None
 
 
-def summary(rows: list[Row], peak: Peak) -> list[str]:
+def _geomean(ratios: Sequence[float]) -> float:
+    return float(np.exp(np.mean(np.log(ratios))))
+
+
+def versus_polly(rows: list[Row]) -> list[str]:
+    """The kernels where polytri's default is slower than clang+Polly, and the geometric mean of pt/polly."""
+    pairs = [(r.kernel, s) for r in rows for s in [_ratio(r, POLLY, "polytri")] if s]
+    slower = [f"{k} ({s:.2f}x)" for k, s in pairs if s < 1.0]
+    lines = [f"polytri's default slower than clang+Polly on {len(slower)}: {', '.join(slower) or 'none'}"]
+    if pairs:
+        lines.append(f"geometric mean speed-up of polytri over clang+Polly: {_geomean([s for _, s in pairs]):.2f}x "
+                     f"over {len(pairs)} kernels")
+    return lines
+
+
+def summary(rows: list[Row], peak: Peak, variants: Sequence[str] = tuple(VARIANTS)) -> list[str]:
     lines = []
     slower = [f"{r.kernel} ({r.speedup:.2f}x)" for r in rows if r.speedup is not None and r.speedup < 1.0]
     lines.append(f"polytri's default slower than the naive C on {len(slower)}: {', '.join(slower) or 'none'}")
@@ -425,8 +368,9 @@ def summary(rows: list[Row], peak: Peak) -> list[str]:
     lines.append(f"polytri's default slower than its one-thread run on {len(alone)}: {', '.join(alone) or 'none'}")
     ratios = [r.speedup for r in rows if r.speedup]
     if ratios:
-        geo = float(np.exp(np.mean(np.log(ratios))))
-        lines.append(f"geometric mean speed-up of polytri over naive: {geo:.2f}x over {len(ratios)} kernels")
+        lines.append(f"geometric mean speed-up of polytri over naive: {_geomean(ratios):.2f}x over {len(ratios)} kernels")
+    if POLLY in variants:
+        lines += versus_polly(rows)
     libs = [f"{r.kernel}: {r.library}" for r in rows if r.library]
     if libs:
         lines.append(f"{LIBRARY} column: {'; '.join(libs)} ({peak.threads} threads for torch)")
@@ -440,25 +384,30 @@ def summary(rows: list[Row], peak: Peak) -> list[str]:
     return lines
 
 
-def render(rows: list[Row], peak: Peak, repeat: int, markdown: bool = False) -> str:
-    head = [peak.header(), f"kernels: median of {repeat} interleaved runs per variant; note: {NOTE}", ""]
-    table = [list(HEADER)] + [cells(r, peak) for r in rows]
+def render(rows: list[Row], peak: Peak, repeat: int, markdown: bool = False,
+           variants: Sequence[str] = tuple(VARIANTS), notes: Sequence[str] = ()) -> str:
+    """The table and its summary; ``notes`` (such as why there is no Polly column) go under the header."""
+    head = [peak.header(), f"kernels: median of {repeat} interleaved runs per variant; note: {NOTE}",
+            *(f"note: {n}" for n in notes), ""]
+    columns = header(variants)
+    table = [list(columns)] + [cells(r, peak, variants) for r in rows]
+    numeric = set(range(2, len(columns) - 2))  # right-aligned: from the times to "pt vs peak"
     if markdown:
         def fmt(line: Sequence[str]) -> str:
             return "| " + " | ".join(v.replace("|", "\\|") for v in line) + " |"
 
-        align = ["---:" if c in NUMERIC else "---" for c in range(len(HEADER))]
+        align = ["---:" if c in numeric else "---" for c in range(len(columns))]
         body = [fmt(table[0]), "|" + "|".join(align) + "|"] + [fmt(line) for line in table[1:]]
-        tail = ["", *(f"- {line}" for line in summary(rows, peak))]
+        tail = ["", *(f"- {line}" for line in summary(rows, peak, variants))]
     else:
-        widths = [max(len(line[c]) for line in table) for c in range(len(HEADER))]
+        widths = [max(len(line[c]) for line in table) for c in range(len(columns))]
 
         def fmt(line: Sequence[str]) -> str:
-            return "  ".join(v.rjust(w) if c in NUMERIC else v.ljust(w)
+            return "  ".join(v.rjust(w) if c in numeric else v.ljust(w)
                              for c, (v, w) in enumerate(zip(line, widths))).rstrip()
 
         body = [fmt(table[0]), "  ".join("-" * w for w in widths)] + [fmt(line) for line in table[1:]]
-        tail = ["", *summary(rows, peak)]
+        tail = ["", *summary(rows, peak, variants)]
     return "\n".join(head + body + tail)
 
 
@@ -474,6 +423,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="kernel sizes: PolyBench 4.2.1's MEDIUM or LARGE dataset, or 'bench' (default: sizes "
                              "where the naive C takes roughly 0.05-1 s)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--polly", action=argparse.BooleanOptionalAction, default=None,
+                        help="the polly column: the input order's C built by clang -O3 -march=native -mllvm -polly "
+                             "-mllvm -polly-parallel -fopenmp=libgomp. --polly: installs clang and Polly from "
+                             "Debian's packages if missing (as root), --no-polly: no column; default: as --polly "
+                             "for --dataset medium and large (without --quick), else the column only where a clang with Polly is "
+                             "already installed (`make polly` installs it)")
 
 
 def dataset_sizes(dataset: str) -> dict[str, Params]:
@@ -494,9 +449,13 @@ def help_epilog() -> str:
         sizes = " / ".join(_size(dataset_sizes(d)[name]) for d in ("bench", *DATASETS))
         lines.append(f"  {name:15s} {sizes}")
     lines.append("")
-    lines.append("a run takes: " + "; ".join(f"{d} {t}" for d, t in DURATIONS.items()))
+    lines.append("a run takes: " + "; ".join(f"{d} {t}" for d, t in DURATIONS.items()) + " (timed before the polly "
+                 "column, which adds one clang build and one more timed variant per kernel)")
     lines.append("defaults: --dataset bench, --repeat 5; every variant is checked against the naive C (exit 1 "
                  "if one differs); see benchmarks/README.md for the columns")
+    lines.append("polly column: with --dataset medium or large (or --polly), clang and Polly are installed if missing "
+                 "(apt-get, as root; `make polly` does it alone), and the column is left out with a note where they "
+                 "cannot be; pt/polly is the speed-up of polytri's default over it")
     return "\n".join(lines)
 
 
@@ -506,6 +465,24 @@ def select(pattern: str) -> list[str]:
         return list(KERNELS)
     rx = re.compile(pattern)
     return [k for k in KERNELS if rx.search(k)]
+
+
+def polly_variants(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """:data:`VARIANTS`, with :data:`POLLY` as ``--polly`` asks (installing clang and Polly if it says so), and
+    why there is no Polly column when there is none."""
+    if args.polly is False:
+        return dict(VARIANTS), []
+    install = args.polly is True or (args.polly is None and not args.quick and args.dataset in DATASETS)
+    found, why = ensure_polly(install_missing=install,
+                              say=lambda m: print(f"polytri bench: {m}", file=sys.stderr, flush=True))
+    if found is None:
+        hint = "" if install else "; `make polly` or --polly installs clang and Polly"
+        return dict(VARIANTS), [f"no {POLLY} column: {why}{hint}"]
+    cramped = raise_stack_limit()
+    if cramped:
+        return dict(VARIANTS), [f"no {POLLY} column: {cramped}"]
+    return {**VARIANTS, POLLY: found.options()}, [f"{POLLY} column: {found.cc} ({found.identity}) "
+                                                  f"{' '.join(found.flags)}"]
 
 
 def run(args: argparse.Namespace, out: Any = None) -> int:
@@ -520,13 +497,15 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
         raise SystemExit(f"polytri bench: bad --filter pattern {args.filter!r}: {exc}") from None
     if not names:
         raise SystemExit(f"polytri bench: no kernel matches {args.filter!r}")
+    variants, notes = polly_variants(args)
     peak = measure_peak(quick=args.quick)
     rows = []
     for name in names:
         params = quick_size(name) if args.quick else dict(dataset_sizes(args.dataset)[name])
         print(f"  {name} {_size(params)} ...", file=sys.stderr, flush=True)
-        rows.append(run_kernel(name, params, args.repeat))
-    print(render(rows, peak, args.repeat, markdown=args.markdown), file=out, flush=True)
+        rows.append(run_kernel(name, params, args.repeat, variants=variants))
+    print(render(rows, peak, args.repeat, markdown=args.markdown, variants=list(variants), notes=notes),
+          file=out, flush=True)
     return 0 if all(r.agree and not r.errors for r in rows) else 1
 
 

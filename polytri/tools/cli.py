@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .bench import help_epilog
     bench = sub.add_parser("bench", help="CPU benchmarks side by side: naive C, OpenMP, polytri, tiled, "
-                                         "numpy/torch, and the machine's measured peaks",
+                                         "clang+Polly, numpy/torch, and the machine's measured peaks",
                            epilog=help_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     from .bench import add_arguments as add_bench_arguments
     add_bench_arguments(bench)
