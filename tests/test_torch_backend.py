@@ -397,3 +397,21 @@ def test_padded_depthwise_convolutions_unroll_over_a_zero_padded_copy(k: int, st
     forms = [d.data["form"] for kern in report.kernels for d in kern.lowering if d.kind == "convolution"]
     assert forms == ["padded-unrolled"]
     assert report.fallback_ops == []
+
+
+def test_strided_convolutions_over_dynamic_image_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the output size (h - 1) // 2 + 1 is quasi-affine: a floor division that isl takes as it is
+    w, b = torch.randn(4, 1, 3, 3), torch.randn(4)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(F.conv2d(x, w, b, stride=2, padding=1, groups=4)).amax(1)
+    builds = _count(monkeypatch, torch_backend, "plan_graph")
+    g = torch.compile(f, backend="polytri", dynamic=True)
+    for h, wd in [(9, 8), (12, 15), (7, 7)]:
+        x = torch.randn(1, 4, h, wd)
+        torch.testing.assert_close(g(x), f(x), rtol=1e-4, atol=1e-5)
+    assert builds["n"] == 1
+    x = torch.randn(1, 4, 10, 11)
+    torch._dynamo.mark_dynamic(x, 2)
+    report = pt.explain(f, x)
+    assert report.kernels and report.fallback_ops == [], str(report)

@@ -31,8 +31,23 @@ def _expr(x: Any) -> sympy.Expr:
 
 
 def size_text(x: Any, params: set[str] | None = None) -> str:
-    """Affine text of a size (an int or a SymInt); the parameters it uses are added to ``params``."""
-    e = sympy.expand(_expr(x))
+    """Affine text of a size (an int or a SymInt); the parameters it uses are added to ``params``.  The
+    size may be quasi-affine: floor divisions of affine sizes by constants (a strided convolution's output,
+    ``(s - 1) // 2 + 1``), which isl takes as they are."""
+    return _affine_text(sympy.expand(_expr(x)), params)
+
+
+def _floor_div(term: sympy.Expr, params: set[str] | None) -> str | None:
+    """``(a) // c`` for torch's ``FloorDiv(a, c)`` with ``a`` quasi-affine and ``c`` a positive integer."""
+    if type(term).__name__ != "FloorDiv" or len(term.args) != 2:
+        return None
+    num, den = term.args
+    if not (den.is_Integer and int(den) > 0):
+        raise LoweringError(f"size {term} divides by {den}, not by a positive constant")
+    return f"({_affine_text(sympy.expand(num), params)}) // {int(den)}"
+
+
+def _affine_text(e: sympy.Expr, params: set[str] | None) -> str:
     if e.is_Integer:
         return str(int(e))
     poly_terms = []
@@ -42,12 +57,16 @@ def size_text(x: Any, params: set[str] | None = None) -> str:
         if term == 1:
             poly_terms.append(str(int(coeff)))
             continue
+        c = int(coeff)
+        quotient = _floor_div(term, params)
+        if quotient is not None:
+            poly_terms.append(quotient if c == 1 else f"{c}*{quotient}")
+            continue
         if not term.is_Symbol:
             raise LoweringError(f"size {e} is not affine in the dynamic sizes")
         name = param_name(str(term))
         if params is not None:
             params.add(name)
-        c = int(coeff)
         poly_terms.append(name if c == 1 else f"{c}*{name}")
     return " + ".join(poly_terms).replace("+ -", "- ") if poly_terms else "0"
 
