@@ -162,7 +162,7 @@ def _conv_sums(ctx: SegmentLowering, node: fx.Node, conv: _Conv, x: Val, w: Val,
 CONV_FORMS = {
     "unrolled": "one statement of {terms} products per output element (small, unpadded window)",
     "padded-unrolled": "a zero-padded copy of the input, then one statement of {terms} products per output "
-                       "element (depthwise: no reuse for register blocks)",
+                       "element (depthwise, stride 1: no reuse for register blocks)",
     "implicit-gemm": "an implicit GEMM over the flattened pixels, on the packed micro-kernel",
     "rows": "a multiply-accumulate nest over output rows",
 }
@@ -195,10 +195,14 @@ def _pads_then_unrolls(ctx: SegmentLowering, conv: _Conv, pad: str) -> bool:
     element once per window point); a copy of the input with zero borders lets the unpadded rule apply:
     each output element is one statement of ``kh x kw`` products that vectorizes along the row, with the
     bias, batch norm and activation in the same statement.  On GPUs the guards of the padding are masks,
-    not branches: the copy would only add a pass."""
+    not branches: the copy would only add a pass.
+
+    Stride 1 only: with a stride, the statement reads the copy at ``2 * y + ky``, a dependence that is no
+    translation; fused with a 1x1 convolution before it (MobileNet's expand, depthwise 5x5 stride 2),
+    the scheduler's first hyperplane problem did not finish in minutes."""
     cout_g = conv.cout // conv.groups
     return (conv.padded and cout_g == 1 and pad == "0" and conv.terms <= MAX_UNROLLED_TERMS
-            and not ctx.on_gpu())
+            and conv.stride == (1, 1) and not ctx.on_gpu())
 
 
 def _zero_padded(ctx: SegmentLowering, base: str, x: Val, conv: _Conv) -> Val:
