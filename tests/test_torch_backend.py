@@ -380,7 +380,7 @@ def test_a_failed_background_build_runs_the_graph_in_eager(monkeypatch: pytest.M
     assert report.kernels == [] and any("a test's compiler" in e for e in report.errors)
 
 
-@pytest.mark.parametrize("k, stride, dilation", [(3, 1, 1), (5, 1, 1), (3, 1, 2)])
+@pytest.mark.parametrize("k, stride, dilation", [(3, 1, 1), (5, 2, 1), (3, 1, 2)])
 def test_padded_depthwise_convolutions_unroll_over_a_zero_padded_copy(k: int, stride: int, dilation: int) -> None:
     # each input channel feeds one output channel: no reuse for a product's register blocks, so the padding
     # becomes a copy with zero borders and the window one statement (with the batch norm and activation)
@@ -397,6 +397,21 @@ def test_padded_depthwise_convolutions_unroll_over_a_zero_padded_copy(k: int, st
     forms = [d.data["form"] for kern in report.kernels for d in kern.lowering if d.kind == "convolution"]
     assert forms == ["padded-unrolled"]
     assert report.fallback_ops == []
+
+
+def test_a_strided_depthwise_convolution_begins_a_program_of_its_own() -> None:
+    # unrolled, its reads 2 * y + ky are no function of the iteration: fused with the 1x1 convolution
+    # before it, the scheduler's hyperplane problem ran for minutes (MobileNet's expand + depthwise 5x5)
+    pw, dw = torch.randn(8, 4, 1, 1), torch.randn(8, 1, 5, 5)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = F.hardswish(F.conv2d(x, pw))
+        return F.conv2d(y, dw, stride=2, padding=2, groups=8)
+    x = torch.randn(1, 4, 12, 12)
+    report = pt.explain(f, x, compile_options={"target": "cpu"})
+    torch.testing.assert_close(report.result, f(x), rtol=1e-4, atol=1e-5)
+    forms = [[d.data["form"] for d in kern.lowering if d.kind == "convolution"] for kern in report.kernels]
+    assert forms == [["unrolled"], ["padded-unrolled"]], forms
 
 
 def test_strided_convolutions_over_dynamic_image_sizes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -151,6 +151,13 @@ class SegmentLowering:
         self.inlined: dict[fx.Node, list[str]] = {}
         self.chains: dict[fx.Node, tuple[str, list[fx.Node]]] = {}
         self.name = name
+        self.starts: set[fx.Node] = set()
+        """Nodes whose handler asked to begin a program of their own (:meth:`start_program_here`)."""
+
+    def start_program_here(self, node: fx.Node) -> None:
+        """Ask the planner to begin a new program at ``node``, its inputs stored by the program before: the
+        handler's statements schedule badly together with what comes before them."""
+        self.starts.add(node)
 
     # -- values ------------------------------------------------------------------------------------
     def sizes(self, node: Any) -> tuple[str, ...]:

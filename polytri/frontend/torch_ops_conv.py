@@ -124,6 +124,8 @@ def _conv_sums(ctx: SegmentLowering, node: fx.Node, conv: _Conv, x: Val, w: Val,
     if report:
         _record_form(ctx, node, conv, form)
     if form == "padded-unrolled":
+        if conv.stride != (1, 1):
+            ctx.start_program_here(node)
         x, conv = _zero_padded(ctx, base, x, conv), replace(conv, padding=(0, 0))
     unroll = form.endswith("unrolled")
     reads = conv.cout // conv.groups * conv.kh * conv.kw  # of each input element
@@ -162,7 +164,7 @@ def _conv_sums(ctx: SegmentLowering, node: fx.Node, conv: _Conv, x: Val, w: Val,
 CONV_FORMS = {
     "unrolled": "one statement of {terms} products per output element (small, unpadded window)",
     "padded-unrolled": "a zero-padded copy of the input, then one statement of {terms} products per output "
-                       "element (depthwise, stride 1: no reuse for register blocks)",
+                       "element (depthwise: no reuse for register blocks)",
     "implicit-gemm": "an implicit GEMM over the flattened pixels, on the packed micro-kernel",
     "rows": "a multiply-accumulate nest over output rows",
 }
@@ -197,12 +199,14 @@ def _pads_then_unrolls(ctx: SegmentLowering, conv: _Conv, pad: str) -> bool:
     bias, batch norm and activation in the same statement.  On GPUs the guards of the padding are masks,
     not branches: the copy would only add a pass.
 
-    Stride 1 only: with a stride, the statement reads the copy at ``2 * y + ky``, a dependence that is no
-    translation; fused with a 1x1 convolution before it (MobileNet's expand, depthwise 5x5 stride 2),
-    the scheduler's first hyperplane problem did not finish in minutes."""
+    With a stride, the statement reads the copy at ``2 * y + ky`` for every ``ky``: a union of
+    dependences that is no function of the reading iteration.  Fused with a 1x1 convolution before it
+    (MobileNet's expand, then a depthwise 5x5 of stride 2), the scheduler's first hyperplane problem did
+    not finish in minutes, so such a convolution begins a program of its own
+    (:meth:`.SegmentLowering.start_program_here`)."""
     cout_g = conv.cout // conv.groups
-    return (conv.padded and cout_g == 1 and pad == "0" and conv.terms <= MAX_UNROLLED_TERMS
-            and conv.stride == (1, 1) and not ctx.on_gpu())
+    return (conv.padded and conv.groups > 1 and cout_g == 1 and pad == "0" and conv.terms <= MAX_UNROLLED_TERMS
+            and not ctx.on_gpu())
 
 
 def _zero_padded(ctx: SegmentLowering, base: str, x: Val, conv: _Conv) -> Val:

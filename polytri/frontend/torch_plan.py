@@ -217,12 +217,15 @@ class _Split(Exception):
 
 
 def _split_point(lowering: SegmentLowering) -> fx.Node | None:
-    """The node to start a new program at when this one has too many statements."""
-    stmts = lowering.statements
-    if len(stmts) <= MAX_STATEMENTS:
-        return None
+    """The node to start a new program at: where a handler asked for one
+    (:meth:`.SegmentLowering.start_program_here`), or, when this program has too many statements, its
+    middle."""
     nodes = lowering.segment.nodes
-    owner = stmts[len(stmts) // 2][2]
+    asked = [n for n in nodes[1:] if n in lowering.starts]
+    stmts = lowering.statements
+    if not asked and len(stmts) <= MAX_STATEMENTS:
+        return None
+    owner = asked[0] if asked else stmts[len(stmts) // 2][2]
     if owner is None or owner not in nodes:
         return None
     k = nodes.index(owner)
