@@ -380,7 +380,7 @@ def test_a_failed_background_build_runs_the_graph_in_eager(monkeypatch: pytest.M
     assert report.kernels == [] and any("a test's compiler" in e for e in report.errors)
 
 
-@pytest.mark.parametrize("k, stride, dilation", [(3, 1, 1), (5, 2, 1), (3, 1, 2)])
+@pytest.mark.parametrize("k, stride, dilation", [(5, 2, 1), (3, 1, 2)])
 def test_padded_depthwise_convolutions_unroll_over_a_zero_padded_copy(k: int, stride: int, dilation: int) -> None:
     # each input channel feeds one output channel: no reuse for a product's register blocks, so the padding
     # becomes a copy with zero borders and the window one statement (with the batch norm and activation)

@@ -44,7 +44,8 @@ class CpuTarget(Target):
 
     def schedule(self, program: Program, deps: Dependences, opts: dict[str, Any], *, built: bool
                  ) -> tuple[Schedule, list[str], Node]:
-        return choose_schedule(program, deps, opts["schedule"], opts["fuse"], opts["tile"], opts["tile_size"])
+        return choose_schedule(program, deps, opts["schedule"], opts["fuse"], opts["tile"], opts["tile_size"],
+                               vector_loops=True)
 
     def generate(self, program: Program, deps: Dependences, schedule: Schedule, ast: Node, *,
                  opts: dict[str, Any], decisions: list[Decision], scratch: frozenset[str],

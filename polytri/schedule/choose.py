@@ -26,10 +26,13 @@ log = logging.getLogger("polytri.schedule")
 
 
 def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
-                    tile: bool | None = False, tile_size: int | None = None) -> tuple[Schedule, list[str], Node]:
+                    tile: bool | None = False, tile_size: int | None = None,
+                    *, vector_loops: bool = False) -> tuple[Schedule, list[str], Node]:
     """The schedule to generate code from, proved legal, with the decisions and its loop AST; the original
     order when the scheduler fails or its result cannot be proved legal (with a warning: never wrong
-    code)."""
+    code).  ``vector_loops``: the target vectorizes innermost loops (the CPU), so ``auto`` also keeps the
+    input order where Pluto's schedule guards an innermost loop on its own counter (on GPUs such a guard
+    is a mask)."""
     original = original_schedule(prog, deps)
     prove_legal(original.map, deps, what=f"{prog.name}: the original order")
     if kind == "original":
@@ -59,7 +62,7 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
     if kind == "auto":
         theirs = build_loop_ast(prog, original, deps)
         why = (_parallelism_lost(prog, ours, theirs) or _locality_loss(prog, untiled, original)
-               or _vector_loops_guarded(ours, theirs))
+               or (_vector_loops_guarded(ours, theirs) if vector_loops else None))
         if why is not None:
             log.info("%s: %s", prog.name, why)
             return original, [f"schedule: the original order, because {why}"] + decisions, theirs
