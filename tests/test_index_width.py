@@ -43,13 +43,14 @@ def _shift_2d() -> pt.Program:
     return p
 
 
-def _run(prog: pt.Program, target: str, params: dict[str, int], seed: int = 0) -> None:
+def _run(prog: pt.Program, target: str, params: dict[str, int], seed: int = 0,
+         options: dict[str, object] | None = None) -> None:
     rng = np.random.default_rng(seed)
     arrays = {a.name: rng.integers(0, 9, size=[s.value for s in a.shape]).astype(a.dtype) for a in prog.arrays}
     want = {n: v.copy() for n, v in arrays.items()}
     got = {n: v.copy() for n, v in arrays.items()}
     pt.reference(prog, **want, **params)
-    pt.compile(prog, target=target)(**got, **params)
+    pt.compile(prog, target=target, options=options)(**got, **params)
     for n in arrays:
         np.testing.assert_array_equal(got[n], want[n], err_msg=f"{prog.name} {target} {params}: array {n}")
 
@@ -64,6 +65,14 @@ def test_1d_loop_past_the_int32_limit(target: str, n: int) -> None:
 @pytest.mark.parametrize(("n", "m"), [(2**31 - 4, 5), (7, 2**31 - 1), (2**31 + 5, 2**32 + 3), (2**32 + 3, 2**31 - 4)])
 def test_2d_loops_past_the_int32_limit(target: str, n: int, m: int) -> None:
     _run(_shift_2d(), target, {"N": n, "M": m})
+
+
+@pytest.mark.interp
+@pytest.mark.parametrize(("n", "m"), [(7, 2**31 - 1), (2**32 + 3, 2**31 - 4)])
+def test_chunked_loops_from_a_parameter_past_the_int32_limit_in_the_input_order(n: int, m: int) -> None:
+    # the input order keeps loops from M to M + 4: a chunk's counter (a Python int in the interpreter) plus
+    # an int32 tl.arange was computed in int32, and B came out wrong without an error
+    _run(_shift_2d(), "nvgpu", {"N": n, "M": m}, options={"schedule": "original"})
 
 
 @pytest.mark.interp

@@ -185,7 +185,7 @@ class KernelPrinter:
         names = {**ctx.names, **{c: f"{c}{widen}" for c in self.vec_axis}}
         kk, zero, mk = self.fresh("kk"), self.fresh("zero"), self.fresh("m")
         names[loop.var] = kk
-        self.emit(depth, f"{kk} = {base} + tl.arange(0, {side}){_AXIS[(r + 1, r)] if r else ''}")
+        self.emit(depth, f"{kk} = {base} + {self.lanes(side)}{_AXIS[(r + 1, r)] if r else ''}")
         self.emit(depth, f"{zero} = tl.zeros(({', '.join(map(str, self.shape + (side,)))},), tl.int32)")
         guard = self.loop_guard(loop, names)
         self.emit_mask(depth, mk, f"{ctx.mask}{widen} & {guard}" if ctx.mask else f"({zero} == 0) & {guard}")
@@ -268,6 +268,12 @@ class KernelPrinter:
     def program_id(self, axis: int) -> str:
         """The program's index along a grid axis, in the index type (Triton's is int32)."""
         return f"tl.program_id({axis})" if self.index == "int32" else f"tl.program_id({axis}).to(tl.int64)"
+
+    def lanes(self, side: int) -> str:
+        """``side`` consecutive offsets from 0, in the index type.  A ``for k in range(lo, hi, side)`` counter
+        is a Python int in Triton's interpreter, and a Python int plus an int32 ``tl.arange`` is computed in
+        int32 there: in the int64 variant, the offsets must be int64 themselves."""
+        return f"tl.arange(0, {side})" if self.index == "int32" else f"tl.arange(0, {side}).to(tl.int64)"
 
     def sentinel(self, reduce: str) -> str:
         """The identity of a ``min`` / ``max`` over the lanes of index values (no lane active)."""
@@ -534,8 +540,8 @@ class KernelPrinter:
         self.emit(depth, f"{acc} = tl.zeros(({b0}, {b1}), {acc_t})")
         self.emit(depth, f"for {kb} in range({lo_t}, {hi_t}, {bk}):")
         kx, ky = self.fresh("kx"), self.fresh("ky")
-        self.emit(depth + 1, f"{kx} = {kb} + tl.arange(0, {bk})[None, :]")
-        self.emit(depth + 1, f"{ky} = {kb} + tl.arange(0, {bk})[:, None]")
+        self.emit(depth + 1, f"{kx} = {kb} + {self.lanes(bk)}[None, :]")
+        self.emit(depth + 1, f"{ky} = {kb} + {self.lanes(bk)}[:, None]")
         tiles = []
         for operand, kname, valid, which in ((con.x, kx, rv, "x"), (con.y, ky, cv, "y")):
             names = {**ctx.names, loop.var: kname}
