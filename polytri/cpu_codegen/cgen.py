@@ -36,7 +36,8 @@ class CodegenOptions:
     openmp: bool = True
     """``#pragma omp parallel for`` on the outermost parallel loop of each nest."""
     simd: bool = True
-    """``#pragma omp simd`` on innermost parallel loops."""
+    """``#pragma omp simd`` on innermost loops whose iterations may run in SIMD lanes
+    (:attr:`~polytri.schedule.loop_ast.For.lanes`)."""
     microkernel: bool = True
     """Gemm-like contraction nests as packed panels and a register-blocked micro-kernel
     (:mod:`.contraction`)."""
@@ -238,7 +239,7 @@ class _Printer:
         if omp_for:
             self.parallel_loop(n, depth, local, self.region_choice(n))
             return
-        if self.opts.simd and n.parallel and n.innermost and canonical:
+        if self.opts.simd and n.lanes and canonical:
             self.emit(depth, "#pragma omp simd")
         self.plain_loop(n, depth, in_parallel, local)
 

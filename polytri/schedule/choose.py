@@ -58,9 +58,9 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
         if tile is None and sched is not untiled and not _tiling_pays(original, untiled, sched):
             sched = untiled
     decisions = [f"scheduler: {d}" for d in sched.decisions]
-    ours = build_loop_ast(prog, sched, deps)
+    ours = build_loop_ast(prog, sched, deps, separate_guards=vector_loops)
     if kind == "auto":
-        theirs = build_loop_ast(prog, original, deps)
+        theirs = build_loop_ast(prog, original, deps, separate_guards=vector_loops)
         why = (_parallelism_lost(prog, ours, theirs) or _locality_loss(prog, untiled, original)
                or (_vector_loops_guarded(ours, theirs) if vector_loops else None))
         if why is not None:

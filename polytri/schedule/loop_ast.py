@@ -16,7 +16,7 @@ import islpy as isl
 from ..ir.expr import Binary, Call, Const, Expr, Unary, Var, var_names
 from ..ir.program import Program
 from .dependences import Dependences
-from .schedule import Schedule, loop_is_parallel
+from .schedule import Schedule, carries, loop_is_parallel, time_dependences
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,10 @@ class For:
     """No dependence is carried by this loop."""
     innermost: bool
     """No loop is nested inside."""
+    lanes: bool = False
+    """An innermost loop whose consecutive iterations may run in SIMD lanes, one statement after the
+    other: it is parallel, or every dependence it carries goes from a statement to one later in its body
+    (vectorizing then runs each source before its sink).  Computed only with dependences."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +103,14 @@ _OPS = {
     isl.ast_expr_op_type.pdiv_r: "%", isl.ast_expr_op_type.zdiv_r: "%",
 }
 _COUNTER = re.compile(r"c(\d+)$")
+#: :attr:`For.lanes` is worked out for innermost loops of at most this many statements.
+MAX_LANE_STATEMENTS = 8
+
+
+def _maps(umap: isl.UnionMap) -> list[isl.Map]:
+    out: list[isl.Map] = []
+    umap.foreach_map(out.append)
+    return out
 
 
 class _Converter:
@@ -116,6 +128,23 @@ class _Converter:
         if key not in self._parallel:
             self._parallel[key] = loop_is_parallel(self.schedule.map, self.deps, dim, stmts)
         return self._parallel[key]
+
+    def lanes(self, dim: int, body: Node) -> bool:
+        """Whether every dependence that the innermost loop at time dimension ``dim`` carries among the
+        statements of ``body`` runs from a statement to one that ``body`` runs later (see
+        :attr:`For.lanes`); false without dependences, or where a statement runs in two places."""
+        order = [r.statement for r in walk(body) if isinstance(r, Run)]
+        if self.deps is None or len(set(order)) != len(order) or len(order) > MAX_LANE_STATEMENTS:
+            return False
+        place = {name: k for k, name in enumerate(order)}
+        for dep in _maps(self.deps.all):
+            src, dst = dep.get_tuple_name(isl.dim_type.in_), dep.get_tuple_name(isl.dim_type.out)
+            if src not in place or dst not in place or place[src] < place[dst]:
+                continue
+            tdeps = time_dependences(self.schedule.map, isl.UnionMap.from_map(dep))
+            if tdeps is not None and carries(tdeps, dim):
+                return False
+        return True
 
     def expr(self, e: isl.AstExpr) -> Expr:
         kind = e.get_type()
@@ -156,8 +185,9 @@ class _Converter:
             body = self.node(n.for_get_body())
             step = int(n.for_get_inc().get_val().to_python())
             stmts = frozenset(r.statement for r in walk(body) if isinstance(r, Run))
+            parallel, innermost = self.parallel(dim, stmts), not _has_loop(body)
             return For(var, dim, self.expr(n.for_get_init()), self.expr(n.for_get_cond()), step, body,
-                       self.parallel(dim, stmts), not _has_loop(body))
+                       parallel, innermost, innermost and (parallel or self.lanes(dim, body)))
         if kind == isl.ast_node_type.if_:  # type: ignore[attr-defined]  # stub gap: keyword-named member
             orelse = self.node(n.if_get_else_node()) if n.if_has_else_node() else None
             return If(self.expr(n.if_get_cond()), self.node(n.if_get_then_node()), orelse)
@@ -180,13 +210,43 @@ def _has_loop(n: Node) -> bool:
     return False
 
 
-def build_loop_ast(program: Program, schedule: Schedule, deps: Dependences | None = None) -> Node:
+#: A loop AST whose innermost loops are split (:func:`build_loop_ast`'s ``separate_guards``) is kept
+#: only while it runs statements in at most this many times as many places as the unsplit one.
+SEPARATION_GROWTH = 4
+
+
+def build_loop_ast(program: Program, schedule: Schedule, deps: Dependences | None = None,
+                   *, separate_guards: bool = False) -> Node:
     """Scan ``program``'s domain in the order of ``schedule`` and return the loop AST; with ``deps``,
-    each loop's parallel flag considers only the statements it encloses."""
+    each loop's parallel flag considers only the statements it encloses.
+
+    ``separate_guards``: where an innermost loop runs a statement behind a guard on its own counter
+    (:func:`guarded_in_innermost`), scan that loop's dimension with isl's ``separate`` option instead: the
+    loop is split into pieces over which the set of statements it runs does not change, so no piece
+    branches per iteration and each can vectorize.  The split AST is kept while it runs statements in at
+    most :data:`SEPARATION_GROWTH` times as many places."""
     build = isl.AstBuild.from_context(program.context)
     sched = schedule.map.intersect_domain(program.domain)
-    tree = build.node_from_schedule_map(sched)
-    return _Converter(set(program.params), schedule, deps).node(tree)
+    convert = _Converter(set(program.params), schedule, deps)
+    ast = convert.node(build.node_from_schedule_map(sched))
+    dims = _guarded_innermost_dims(ast) if separate_guards else set()
+    if not dims:
+        return ast
+    width = len(schedule.parallel)
+    counters = ", ".join(f"i{k}" for k in range(width))
+    where = " or ".join(f"x = {d}" for d in sorted(dims))
+    options = isl.UnionMap(f"{{ [{counters}] -> separate[x] : {where} }}")
+    split = convert.node(isl.AstBuild.from_context(program.context).set_options(options)
+                         .node_from_schedule_map(sched))
+    if sum(run_counts(split).values()) > SEPARATION_GROWTH * sum(run_counts(ast).values()):
+        return ast
+    return split
+
+
+def _guarded_innermost_dims(n: Node) -> set[int]:
+    """The time dimensions of the innermost loops of ``n`` with a guard on their own counter."""
+    return {loop.dim for loop in walk(n) if isinstance(loop, For) and loop.innermost
+            and any(isinstance(m, If) and loop.var in var_names(m.cond, "iter") for m in walk(loop.body))}
 
 
 def isl_expr(e: isl.AstExpr, params: tuple[str, ...] | list[str]) -> Expr:

@@ -116,7 +116,7 @@ def parallel_dimensions(schedule: isl.UnionMap, deps: Dependences) -> tuple[bool
     tdeps = time_dependences(schedule, deps.all)
     if tdeps is None:
         return (True,) * ndim
-    return tuple(not _carries(tdeps, k) for k in range(ndim))
+    return tuple(not carries(tdeps, k) for k in range(ndim))
 
 
 def carried_at(tdeps: isl.Map, k: int) -> isl.Map:
@@ -125,7 +125,7 @@ def carried_at(tdeps: isl.Map, k: int) -> isl.Map:
     return tdeps.intersect(_equal_prefix(space, k)).subtract(_equal_prefix(space, k + 1))
 
 
-def _carries(tdeps: isl.Map, k: int) -> bool:
+def carries(tdeps: isl.Map, k: int) -> bool:
     """Whether :func:`carried_at` is not empty: equal before ``k``, unequal at ``k`` (two intersections,
     cheaper than the difference of maps with many disjuncts)."""
     same = tdeps.intersect(_equal_prefix(tdeps.get_space(), k))
@@ -164,7 +164,7 @@ def loops_are_parallel(schedule: isl.UnionMap, deps: Dependences, dims: Sequence
     """:func:`loop_is_parallel` for several time dimensions (the time dependences are computed once)."""
     inside = dependences_between(deps.all, lambda a, b: a in statements and b in statements)
     tdeps = time_dependences(schedule, inside)
-    return {d: tdeps is None or not _carries(tdeps, d) for d in dims}
+    return {d: tdeps is None or not carries(tdeps, d) for d in dims}
 
 
 def original_schedule(program: Program, deps: Dependences) -> Schedule:
