@@ -74,14 +74,21 @@ def _parallelism_lost(prog: Program, ours: Node, theirs: Node) -> str | None:
     input order's AST ``theirs`` does (or with none where the input order has one), or ``None``.  A skewed
     band pays off only through tiling with wavefronts; untiled (or where tiling does not pay yet, see
     _tiling_pays) a skew just removes the input order's parallelism.  (Counting parallel loops instead
-    would reject fusing a 4 x 4 nest into one loop of 16 iterations.)"""
+    would reject fusing a 4 x 4 nest into one loop of 16 iterations.)  A statement whose parallel loop
+    moved innermost where the input order's innermost loop is sequential does not count: the move made
+    that loop vectorizable (doitgen's sums: ``pp`` innermost instead of the reduction over ``s``)."""
     def first_parallel(places: list[tuple[bool, ...]]) -> float:
         return max(next((k for k, par in enumerate(p) if par), math.inf) for p in places)
-    mine = {n: first_parallel(p) for n, p in enclosing_loops(ours).items()}
-    base = {n: first_parallel(p) for n, p in enclosing_loops(theirs).items()}
+    def innermost_parallel(places: list[tuple[bool, ...]]) -> bool:
+        return all(p and p[-1] for p in places)
+    loops_ours, loops_theirs = enclosing_loops(ours), enclosing_loops(theirs)
+    mine = {n: first_parallel(p) for n, p in loops_ours.items()}
+    base = {n: first_parallel(p) for n, p in loops_theirs.items()}
     worse: dict[tuple[float, float], list[str]] = {}
     for s in prog.statements:
-        if s.name in mine and s.name in base and mine[s.name] > base[s.name]:
+        if s.name in mine and s.name in base and mine[s.name] > base[s.name] and not (
+                math.isfinite(mine[s.name]) and innermost_parallel(loops_ours[s.name])
+                and not innermost_parallel(loops_theirs[s.name])):
             worse.setdefault((mine[s.name], base[s.name]), []).append(s.name)
     if not worse:
         return None

@@ -508,7 +508,8 @@ def _reorder_bands(state: _State, deps: Dependences) -> None:
     parallel with a stride-1 access (it vectorizes; a reduction innermost does not without
     reassociation), then the best spatial locality; never one whose move pushes the band's outermost
     parallel loop inward, unless the statements run inside shared parallel loops (policy ``outer``: a
-    convolution's sums go outside its parallel column loop).  Below such shared loops the choice is made
+    convolution's sums go outside its parallel column loop) or the move makes the innermost loop
+    vectorizable below enclosing loops (:func:`_below_loops`).  Below such shared loops the choice is made
     separately for each group of statements that earlier cuts placed in a nest of its own (one nest's
     reduction does not decide another's innermost loop); otherwise it is one choice for all statements,
     so that the time dimensions of distributed nests stay aligned (the GPU code generator hoists parallel
@@ -564,7 +565,8 @@ def _reorder_band(state: _State, deps: Dependences, number: int, band: Band, gro
     if outer is not None and any(any(state.rows[d].coeffs[n]) for d in outer.dims for n in group):
         allowed = candidates  # the shared parallel loops outside the band are the group's parallelism
     else:
-        allowed = [c for c in candidates if current[4] is None or (c[4] is not None and c[4] <= current[4])]
+        allowed = [c for c in candidates if current[4] is None or (c[4] is not None and c[4] <= current[4])
+                   or (c[2] and not current[2] and _below_loops(state, band, group))]
     best = max(allowed, key=lambda c: (c[2], c[3], c[0] == dims[-1]))
     if best[0] != dims[-1]:
         state.rows = best[1]
@@ -573,6 +575,14 @@ def _reorder_band(state: _State, deps: Dependences, number: int, band: Band, gro
         state.decisions.append(f"band {number}: time dimension {best[0]} moved innermost{whom}: {why}"
                                f"stride-1 / invariant accesses (locality score {best[3]} vs {current[3]})")
         log.info("%s: %s", program.name, state.decisions[-1])
+
+
+def _below_loops(state: _State, band: Band, group: frozenset[str]) -> bool:
+    """Whether loops of the statements of ``group`` enclose ``band``.  A parallel loop of such a band
+    opens its region once per iteration of the loops outside (doitgen's ``pp`` inside ``r`` and ``q``), so
+    its worth is uncertain where a vectorizable innermost loop's is not: moving a parallel row innermost
+    to vectorize it may then push the band's outermost parallel loop inward (it stays parallel)."""
+    return any(not r.scalar and any(any(r.coeffs[n]) for n in group) for r in state.rows[:band.first])
 
 
 def _union_map(program: Program, rows: list[Row]) -> isl.UnionMap:
