@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from dataclasses import replace
 
 import islpy as isl
 
@@ -17,10 +18,11 @@ from ..ir.program import Program
 from .dependences import Dependences
 from .legality import IllegalScheduleError, prove_legal
 from .locality import dominant_streams, strided_streams
-from .loop_ast import Node, build_loop_ast, enclosing_loops, guarded_in_innermost
+from .loop_ast import If, Node, build_loop_ast, enclosing_loops, guarded_in_innermost
 from .pluto import SchedulingError, pluto_schedule
+from .reuse import reuse_exceeding
 from .schedule import Schedule, original_schedule
-from .tiling import tile_schedule
+from .tiling import cache_sizes, tile_schedule
 
 log = logging.getLogger("polytri.schedule")
 
@@ -59,14 +61,48 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
             sched = untiled
     decisions = [f"scheduler: {d}" for d in sched.decisions]
     ours = build_loop_ast(prog, sched, deps, separate_guards=vector_loops)
+    chosen = (sched, [f"schedule: Pluto (fusion '{fuse}'), proved legal with isl"] + decisions, ours)
     if kind == "auto":
         theirs = build_loop_ast(prog, original, deps, separate_guards=vector_loops)
         why = (_parallelism_lost(prog, ours, theirs) or _locality_loss(prog, untiled, original)
                or (_vector_loops_guarded(ours, theirs) if vector_loops else None))
         if why is not None:
             log.info("%s: %s", prog.name, why)
-            return original, [f"schedule: the original order, because {why}"] + decisions, theirs
-    return sched, [f"schedule: Pluto (fusion '{fuse}'), proved legal with isl"] + decisions, ours
+            chosen = (original, [f"schedule: the original order, because {why}"] + decisions, theirs)
+    if kind == "auto" and tile is None and sched is untiled:
+        return _tiled_where_reuse_exceeds_cache(prog, deps, untiled, chosen, tile_size, vector_loops)
+    return chosen
+
+
+def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: Schedule,
+                                     chosen: tuple[Schedule, list[str], Node], tile_size: int | None,
+                                     vector_loops: bool) -> tuple[Schedule, list[str], Node]:
+    """``chosen``, or, where a loop of its AST carries reuse (:mod:`.reuse`), an AST that runs the tiled
+    Pluto schedule when what one iteration of such a loop touches exceeds the L2 cache at the sizes of
+    the call, and ``chosen``'s otherwise.  Both are proved legal; the choice is made by the kernel."""
+    sched, decisions, ast = chosen
+    if not any(b.width >= 2 for b in untiled.bands):
+        return chosen
+    l2 = cache_sizes()[2]
+    found = reuse_exceeding(prog, ast, l2)
+    if found is None:
+        return chosen
+    try:
+        tiled = tile_schedule(prog, untiled, deps, size=tile_size)
+        prove_legal(tiled.map, deps, what=f"{prog.name}: the tiled schedule")
+    except (IllegalScheduleError, isl.Error) as exc:
+        log.info("%s: no tiled version: %s", prog.name, exc)
+        return chosen
+    cond, reuse = found
+    tiled_ast = build_loop_ast(prog, tiled, deps, separate_guards=vector_loops)
+    why = (f"tiling: the {tiled.origin} schedule runs where the data one iteration of a loop rereads "
+           f"exceed the L2 cache ({l2 >> 10} KiB), the {sched.origin} one otherwise: "
+           + "; ".join(r.text() for r in reuse))
+    log.info("%s: %s", prog.name, why)
+    both = replace(sched, origin=f"{sched.origin}/{tiled.origin} by size",
+                   decisions=sched.decisions + tuple(f"tiled: {d}" for d in tiled.decisions
+                                                     if d not in sched.decisions))
+    return both, decisions + [why], If(cond, tiled_ast, ast)
 
 
 def _parallelism_lost(prog: Program, ours: Node, theirs: Node) -> str | None:

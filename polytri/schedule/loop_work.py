@@ -224,7 +224,7 @@ def form_expr(f: Form) -> Expr:
     return Const(f.constant) if out is None else _add(out, Const(f.constant))
 
 
-def _trip(loop: For, ranges: Mapping[str, Range]) -> tuple[Expr, Range] | None:
+def trip_count(loop: For, ranges: Mapping[str, Range]) -> tuple[Expr, Range] | None:
     """An upper bound of ``loop``'s trip count, and its counter's range.  The count ``upper - lower`` is
     put in normal form before the counters of loops inside the subtree take their ranges, so that a
     point loop ``32 t <= i < min(N, 32 t + 32)`` counts ``min(N - 32 t, 32) <= 32``, not ``N``."""
@@ -246,7 +246,7 @@ def _terms(n: Node, ranges: dict[str, Range], weight: Callable[[str], int]) -> l
     if isinstance(n, Run):
         return [Term(weight(n.statement), ())]
     if isinstance(n, For):
-        trip = _trip(n, ranges)
+        trip = trip_count(n, ranges)
         if trip is None:
             return None
         inner = _terms(n.body, {**ranges, n.var: trip[1]}, weight)
@@ -268,4 +268,4 @@ def loop_work(n: Node, weight: Callable[[str], int]) -> Work:
     return Work(None if terms is None else tuple(terms))
 
 
-__all__ = ["Term", "Work", "expr_range", "loop_work"]
+__all__ = ["Term", "Work", "expr_range", "loop_work", "trip_count"]

@@ -1,0 +1,64 @@
+"""The default tiles where a loop's reuse exceeds the L2 cache at the sizes of the call
+(:mod:`polytri.schedule.reuse`): both versions are compiled, the kernel picks one when it runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polytri as pt
+from polytri.ir.affine import evaluate
+from polytri.ir.builder import to_program
+from polytri.schedule import choose
+from polytri.schedule.dependences import compute_dependences
+from polytri.schedule.loop_ast import If
+from polytri.schedule.reuse import loop_reuse, reuse_exceeding
+from polytri.suite import KERNELS, copy_args, make_args
+
+pytestmark = pytest.mark.cc
+
+
+def _auto(name: str):
+    prog = to_program(KERNELS[name].build())
+    return prog, choose.choose_schedule(prog, compute_dependences(prog), "auto", "smart", None, None,
+                                        vector_loops=True)
+
+
+def test_syrk_is_tiled_above_the_cache_only() -> None:
+    prog, (sched, decisions, ast) = _auto("syrk")
+    assert isinstance(ast, If) and sched.origin == "pluto/pluto+tiled by size"
+    assert any(d.startswith("tiling: the pluto+tiled schedule runs where") for d in decisions)
+    found = reuse_exceeding(prog, ast.orelse, 2 << 20)
+    assert found is not None and found[0] == ast.cond or choose.cache_sizes()[2] != 2 << 20
+    reuse = found[1]
+    assert not _exceeds(reuse, {"M": 200, "N": 240}, 2 << 20)   # MEDIUM: A fits in a 2 MiB L2
+    assert _exceeds(reuse, {"M": 1000, "N": 1200}, 2 << 20)     # LARGE: it does not
+
+
+def _exceeds(reuse, env: dict[str, int], cache: int) -> bool:
+    return any(evaluate(r.footprint, env) > cache for r in reuse)
+
+
+def test_gesummv_rereads_only_a_row_and_is_not_versioned() -> None:
+    prog, (_, _, ast) = _auto("gesummv")
+    reuse = loop_reuse(prog, ast.orelse if isinstance(ast, If) else ast)
+    assert reuse   # x is reread for every i, but one iteration of i touches two rows and x only
+    assert not _exceeds(reuse, {"N": 1300}, 2 << 20)
+
+
+@pytest.mark.parametrize("name", ["syrk", "jacobi_2d", "heat_3d", "covariance", "trmm"])
+def test_the_tiled_version_is_right(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a 64-byte "cache" makes the tiled version run at test sizes
+    monkeypatch.setattr(choose, "cache_sizes", lambda: {1: 64, 2: 64, 3: 64})
+    kern = KERNELS[name]
+    k = pt.compile(kern.build(), options={"threads": 2})
+    assert k.schedule_info.origin.endswith("+tiled by size"), k.schedule_info.origin
+    params = {"T": 4, "N": 23, "M": 19}
+    prog = to_program(kern.build())
+    args = make_args(kern, {p: v for p, v in params.items() if p in prog.params})
+    want = copy_args(args)
+    pt.reference(kern.build(), **want)
+    k(**args)
+    for n, v in args.items():
+        if isinstance(v, np.ndarray):
+            np.testing.assert_allclose(v, want[n], rtol=1e-9, atol=1e-12, err_msg=f"{name}: {n}")
