@@ -12,6 +12,7 @@ import islpy as isl
 
 from ..ir.expr import Access, Binary, Call, Const, Expr, Var, accesses, substitute, var_names
 from ..ir.program import Program, Statement, params_prefix
+from ..ir.indirect import has_indirect
 from ..ir.reduction import statement_update, update_of
 from ..schedule.dependences import follows_writes
 
@@ -152,6 +153,9 @@ def fresh(stem: str, taken: Iterable[str]) -> str:
 
 def match(program: Program, red: Statement, temporaries: set[str]) -> Chain:
     """The chain of the module docstring around the max reduction ``red``, or :class:`NoMatch`."""
+    indirect = [s.name for s in program.statements if has_indirect(s.value)]
+    if indirect:  # the rewrite moves reads into blocks at affine offsets only
+        raise NoMatch(f"{', '.join(indirect)} read through indirect subscripts")
     g = max_term(red.value, red.target)
     if g is None:
         raise NoMatch(f"{red.name} is not a max reduction")
