@@ -63,9 +63,8 @@ def _embedding(ctx: SegmentLowering, node: fx.Node) -> Val:
 
 @register("aten.gather.default", kind="reuse")
 def _gather(ctx: SegmentLowering, node: fx.Node) -> Val:
-    """``out[i...] = src[i_0, ..., index[i...], ..., i_r]`` along ``dim``."""
-    if len(node.args) > 3 and node.args[3] or node.kwargs.get("sparse_grad"):
-        raise LoweringError(f"{node.name}: sparse gather runs in eager")
+    """``out[i...] = src[i_0, ..., index[i...], ..., i_r]`` along ``dim`` (``sparse_grad`` changes only
+    the gradient)."""
     src = _source(ctx, node, node.args[0])
     dim = as_int(node.args[1])
     index = _index_value(ctx, node, node.args[2])
