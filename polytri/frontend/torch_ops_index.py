@@ -86,7 +86,10 @@ def _index(ctx: SegmentLowering, node: fx.Node) -> Val:
     """``src[..., ids_a, ..., ids_b, ...]`` with index tensors (broadcast together) on some dimensions and
     full slices (``None``) on the others, with PyTorch's placement of the indexed dimensions."""
     src = _source(ctx, node, node.args[0])
-    entries = list(node.args[1]) + [None] * (src.rank - len(node.args[1]))
+    given = node.args[1]
+    if not isinstance(given, (list, tuple)):
+        raise LoweringError(f"{node.name}: index with {given!r} runs in eager")
+    entries = list(given) + [None] * (src.rank - len(given))
     indexed = [k for k, e in enumerate(entries) if e is not None]
     if not indexed:
         raise LoweringError(f"{node.name}: index without index tensors runs in eager")

@@ -36,8 +36,8 @@ import islpy as isl
 from .. import dtypes
 from ..ir.affine import linear
 from ..ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, accesses, substitute, transform
-from ..ir.program import Program, Statement
 from ..ir.indirect import is_indirect
+from ..ir.program import Program, Statement
 from ..ir.reduction import is_nan_extreme, nan_select
 from ..pipeline.decisions import Decision
 from ..schedule.dependences import follows_writes
