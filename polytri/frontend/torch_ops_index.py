@@ -1,11 +1,11 @@
-"""Data-dependent reads: ``aten.embedding``, ``aten.gather`` and ``aten.index.Tensor``.
+"""Data-dependent reads: ``aten.embedding``, ``aten.gather``, ``aten.index_select`` and ``aten.index.Tensor``.
 
 Each is one statement whose read of the source has an indirect subscript (:mod:`polytri.ir.indirect`):
 ``out[i, j] = W[ids[i], j]``.  The index tensors must be inputs of the program (their values are checked
 before the kernel runs): one computed by the same program makes the handler ask for a new program at
 the node (:meth:`.SegmentLowering.start_program_here`), after which it is an input.  Negative indices
 wrap around like Python's for ``index.Tensor`` (``where(v < 0, v + n, v)``, so that the range check
-sees the wrapped value), and are out of range for ``embedding`` and ``gather``, as in eager.
+sees the wrapped value), and are out of range for the others, as in eager.
 """
 
 from __future__ import annotations
@@ -77,6 +77,24 @@ def _gather(ctx: SegmentLowering, node: fx.Node) -> Val:
 
     def rhs(idx: Index, red: Index) -> str:
         return src.load(tuple(f"({index.load(idx)})" if k == dim else idx[k] for k in range(src.rank)))
+    ctx.emit(name, shape, rhs)
+    return array_val(name, shape, dtype)
+
+
+@register("aten.index_select.default", kind="reuse")
+def _index_select(ctx: SegmentLowering, node: fx.Node) -> Val:
+    """``out[..., i_d, ...] = src[..., index[i_d], ...]`` along ``dim`` (``index`` is 1-D or 0-d)."""
+    src = _source(ctx, node, node.args[0])
+    index = _index_value(ctx, node, node.args[2])
+    if src.rank == 0 or index.rank > 1:
+        raise LoweringError(f"{node.name}: index_select of a 0-d tensor runs in eager")
+    dim = as_int(node.args[1]) % src.rank
+    shape, dtype = ctx.out(node)
+    name = ctx.temp(node.name, shape, dtype)
+
+    def rhs(idx: Index, red: Index) -> str:
+        at = index.load((idx[dim],) if index.rank else ())
+        return src.load(tuple(f"({at})" if k == dim else idx[k] for k in range(src.rank)))
     ctx.emit(name, shape, rhs)
     return array_val(name, shape, dtype)
 
