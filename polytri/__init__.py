@@ -14,6 +14,7 @@ from .errors import (
     ArtifactError,
     BoundsError,
     CompilationError,
+    IndexValueError,
     NameResolutionError,
     NotAffineError,
     OptionError,
@@ -52,7 +53,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "ArgumentError", "ArtifactError", "BoundsError", "CompilationError", "Dependences", "NameResolutionError", "NotAffineError",
+    "ArgumentError", "ArtifactError", "BoundsError", "CompilationError", "Dependences", "IndexValueError", "NameResolutionError", "NotAffineError",
     "OptionError", "ParameterBoundsError", "ParseError", "PolytriError", "Program", "ProgramError",
     "TypeCheckError", "UnsupportedError",
     "compile", "dependences", "dtypes", "explain", "export", "jit", "load", "reference",

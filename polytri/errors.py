@@ -45,6 +45,11 @@ class ParameterBoundsError(BoundsError, ArgumentError):
     (an :class:`ArgumentError` and a :class:`BoundsError`)."""
 
 
+class IndexValueError(ArgumentError, IndexError):
+    """An index array holding a value that makes an indirect subscript leave its array; raised when the
+    kernel is called, before anything runs (an :class:`ArgumentError` and an ``IndexError``)."""
+
+
 class OptionError(PolytriError):
     """An unknown compile option or an option with a bad value."""
 

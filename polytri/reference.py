@@ -19,10 +19,11 @@ import numpy as np
 
 from . import dtypes
 from .dtypes import BFLOAT16, FLOAT16, DType
-from .errors import public
+from .errors import IndexValueError, public
 from .ir.affine import const_value
 from .ir.builder import to_program
 from .ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, Var
+from .ir.indirect import is_indirect_subscript
 from .ir.islutil import fix_params
 from .ir.printer import format_const
 from .ir.program import Program, Statement
@@ -76,8 +77,17 @@ def _max(a: Any, b: Any) -> Any:
     return a if a > b else b
 
 
+def _checked(v: Any, extent: int, array: str, d: int) -> int:
+    """The value of an indirect subscript, checked again here (numpy would wrap a negative one)."""
+    if not 0 <= v < extent:
+        raise IndexValueError(f"reference: subscript {d} of array {array!r} is {v}, out of range "
+                              f"(size {extent}); nothing was written")
+    return int(v)
+
+
 _ENV = {"np": np, "_floordiv": _floordiv, "_mod": _mod, "_powi": _powi, "_sigmoid": _sigmoid,
-        "_erf": _erf, "_min": _min, "_max": _max, **{f"_to_{k}": v for k, v in CASTS.items()}}
+        "_erf": _erf, "_min": _min, "_max": _max, "_checked": _checked,
+        **{f"_to_{k}": v for k, v in CASTS.items()}}
 
 
 # -- expression printing ------------------------------------------------------------------------------
@@ -88,8 +98,17 @@ def _is16(d: DType) -> bool:
 class _PyPrinter:
     """Prints a statement body as Python with explicit numpy-typed conversions."""
 
-    def __init__(self, typer: Typer):
+    def __init__(self, typer: Typer, program: Program):
         self.t = typer
+        self.program = program
+
+    def subscript(self, acc: Access, d: int) -> str:
+        """Subscript ``d`` of ``acc``; an indirect one is checked against its dimension's extent."""
+        code = self.expr(acc.index[d])
+        if not is_indirect_subscript(acc.index[d]):
+            return code
+        extent = self.expr(self.program.array(acc.array).shape[d])
+        return f"_checked({code}, {extent}, {acc.array!r}, {d})"
 
     def conv(self, e: Expr, to: DType) -> str:
         src = self.t(e)
@@ -113,7 +132,7 @@ class _PyPrinter:
         if isinstance(e, Var):
             return e.name
         if isinstance(e, Access):
-            return f"{e.array}[{', '.join(self.expr(i) for i in e.index)}]"
+            return f"{e.array}[{', '.join(self.subscript(e, d) for d in range(len(e.index)))}]"
         if isinstance(e, Cast):
             return f"_to_{e.dtype}({self.expr(e.operand)})"
         if t.weak and t.dtype.kind != "f":
@@ -189,7 +208,7 @@ class _PyPrinter:
 
 
 def _statement_function(st: Statement, program: Program, typer: Typer) -> Callable[..., None]:
-    pr = _PyPrinter(typer)
+    pr = _PyPrinter(typer, program)
     target_dt = dtypes.dtype(program.array(st.target.array).dtype)
     value = pr.conv(st.value, target_dt)
     if target_dt is FLOAT16:

@@ -51,7 +51,7 @@ def _in_loops(body: str) -> Callable[[], None]:
     ("B[i * j] = 1.0", pt.NotAffineError, ["S0", "B[i * j] = 1.0", "i * j", "'B'", "not affine"]),
     ("B[i] = A[i, i * j]", pt.NotAffineError, ["S0", "i * j", "'A'"]),
     ("B[i] = A[i, s]", pt.NotAffineError, ["'s'", "scalar"]),
-    ("B[i] = B[int64(A[i, j])]", pt.NotAffineError, ["int64(A[i, j])"]),
+    ("B[i] = B[int64(A[i, j])]", pt.TypeCheckError, ["int64(A[i, j])", "index array 'A' has dtype float64"]),
     ("B[i] = Z[i]", pt.NameResolutionError, ["unknown array 'Z'", "B[i] = Z[i]\n           ^"]),
     ("Z[i] = 1.0", pt.NameResolutionError, ["unknown array 'Z'"]),
     ("B[i] = foo + 1.0", pt.NameResolutionError, ["unknown name 'foo'", "B[i] = foo + 1.0\n           ^^^"]),

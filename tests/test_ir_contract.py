@@ -86,7 +86,7 @@ def test_programs_differing_in_statements_differ() -> None:
 
 # -- 2. the verifier: a list of named checks -------------------------------------------------------------
 def test_checks_are_named_and_documented() -> None:
-    assert [c.name for c in CHECKS] == ["bounded-domains", "in-bounds"]
+    assert [c.name for c in CHECKS] == ["bounded-domains", "in-bounds", "index-arrays"]
     assert all(isinstance(c, Check) and c.doc and callable(c.run) for c in CHECKS)
     with pytest.raises(AttributeError):
         CHECKS[0].name = "other"  # type: ignore[misc]

@@ -34,6 +34,7 @@ OPS = [
     "view", "reshape", "permute", "transpose", "t", "expand", "squeeze", "unsqueeze", "narrow", "select", "cat",
     "nn.functional.pad.constant", "split", "clone", "full_like", "zeros_like", "ones_like",
     "nn.functional.max_pool2d", "nn.functional.batch_norm", "any", "all", "cumsum",
+    "gather", "index_select", "nn.functional.embedding",
 ]
 SAMPLES_PER_OP = 2
 MAX_NUMEL = 4096

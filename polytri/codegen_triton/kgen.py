@@ -13,13 +13,13 @@ lane outside the iteration domain touches no memory.  Reduction loops become chu
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import islpy as isl
 
 from .. import dtypes
-from ..dtypes import BOOL, DType
+from ..dtypes import BOOL, INT64, DType
 from ..errors import PolytriError, UnsupportedError
 from ..ir.affine import to_isl
 from ..ir.expr import Access, Expr, accesses, substitute, var_names
@@ -158,20 +158,23 @@ class KernelPrinter:
         names, zero = ctx.names, ctx.zero
 
         def load(acc: Access) -> str:
-            ptr = self.pointer(acc, names, zero)
+            ptr = self.pointer(acc, names, zero, lambda e: printer.conv(e, INT64))
             known = self.known.get((ptr, mask))
             if known is not None:
                 return known  # the value this program stored there last (an epilogue reads its accumulator)
             self.loaded.add(acc.array)
             self.flush(acc.array)
             return f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.load({ptr})"
-        return TritonExprPrinter(self.t, load, names, bf16_as_f32=self.bf16, index=self.index)
+        printer = TritonExprPrinter(self.t, load, names, bf16_as_f32=self.bf16, index=self.index)
+        return printer
 
-    def pointer(self, acc: Access, names: dict[str, str], zero: str | None) -> str:
+    def pointer(self, acc: Access, names: dict[str, str], zero: str | None,
+                indirect: Callable[[Expr], str] | None = None) -> str:
         """Address(es) of ``acc``; ``+ zero`` makes a full block of pointers, to match the mask, when the
-        access does not vary along every axis of the block."""
+        access does not vary along every axis of the block.  ``indirect`` prints indirect subscripts (the
+        loads of their index arrays under the same mask: a masked lane gets index 0, and no load)."""
         arr = self.p.array(acc.array)
-        ptr = f"{user(acc.array)} + {array_offset(acc, arr.shape, names)}"
+        ptr = f"{user(acc.array)} + {array_offset(acc, arr.shape, names, indirect)}"
         if zero and self.vector_in(acc) != set(self.vec_axis):
             ptr += f" + {zero}"
         return ptr

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from .. import dtypes
 from ..dtypes import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, DType
 from ..ir.expr import Access, Binary, Cast, Expr, accesses, substitute, var_names
+from ..ir.indirect import has_indirect
 from ..ir.program import Program, Statement
 from ..ir.reduction import UpdateOp, update_of
 from ..ir.types import Typer
@@ -133,7 +134,7 @@ def _operand(e: Expr, typer: Typer) -> tuple[Access, DType] | None:
 
 def find_contraction(red: Reduction, typer: Typer, a: str, b: str) -> Contraction | None:
     """``red`` as a contraction over block dimensions ``a`` (rows) and ``b`` (columns), or ``None``."""
-    if red.op not in ("+", "-"):
+    if red.op not in ("+", "-") or has_indirect(red.term):  # tl.dot operands are blocks at affine offsets
         return None
     k = red.loop.var
     bounds = var_names(red.loop.lower, "iter") | var_names(red.loop.cond, "iter")

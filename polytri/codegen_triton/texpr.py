@@ -18,6 +18,7 @@ from .. import dtypes
 from ..dtypes import BFLOAT16, BOOL, FLOAT16, FLOAT64, DType
 from ..ir.affine import const_value
 from ..ir.expr import COMPARE_OPS, Access, Binary, Call, Cast, Const, Expr, Unary, Var, walk
+from ..ir.indirect import is_indirect_subscript
 from ..ir.reduction import NAN_EXTREMES, nan_select
 from ..ir.types import Typer
 
@@ -232,11 +233,19 @@ class TritonExprPrinter:
         return body if wide is d else self.cast(body, wide, d)
 
 
-def array_offset(acc: Access, shape: tuple[Expr, ...], names: Mapping[str, str]) -> str:
-    """Row-major linear offset of ``acc``: Horner's scheme over the (parameter-valued) shape."""
-    out = index_text(acc.index[0], names) if acc.index else "0"
+def array_offset(acc: Access, shape: tuple[Expr, ...], names: Mapping[str, str],
+                 indirect: Callable[[Expr], str] | None = None) -> str:
+    """Row-major linear offset of ``acc``: Horner's scheme over the (parameter-valued) shape.  An indirect
+    subscript (one that reads an index array) is printed by ``indirect``, as a value with its loads."""
+    def sub(e: Expr) -> str:
+        if not is_indirect_subscript(e):
+            return index_text(e, names)
+        if indirect is None:
+            raise TypeError(f"indirect subscript without a printer: {e!r}")
+        return indirect(e)
+    out = sub(acc.index[0]) if acc.index else "0"
     for idx, extent in zip(acc.index[1:], shape[1:]):
-        out = f"({out}) * {index_text(extent, names)} + {index_text(idx, names)}"
+        out = f"({out}) * {index_text(extent, names)} + {sub(idx)}"
     return out
 
 

@@ -12,8 +12,10 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from .. import dtypes
+from ..dtypes import INT64
 from ..ir.affine import const_value
 from ..ir.expr import Access, Binary, Expr, Var, accesses, var_names
+from ..ir.indirect import is_indirect_subscript
 from ..ir.program import Program, Statement
 from ..ir.types import program_typer
 from ..schedule.loop_ast import Block, For, If, Node, Run, run_counts, walk
@@ -123,11 +125,16 @@ class _Printer:
         self._found: dict[int, tuple[For, Contraction | None]] = {}
         """:meth:`find_contraction`'s answers by loop (the loop is kept so that its id stays its own)."""
 
+    def subscript(self, e: Expr) -> str:
+        """A subscript in int64_t: an affine one as an index expression, an indirect one (its values were
+        checked when the kernel was called) as a typed expression converted to int64_t."""
+        return self.exprs.conv(e, INT64).text if is_indirect_subscript(e) else index_expr(e).text
+
     def array_ref(self, acc: Access) -> C:
         p = self.private.get(acc.array)
         if p is None:
-            return C(cname(acc.array) + "".join(f"[{index_expr(i).text}]" for i in acc.index), 16)
-        idx = "".join(f"[{index_expr(i).text}]" for k, i in enumerate(acc.index) if k != p) or "[0]"
+            return C(cname(acc.array) + "".join(f"[{self.subscript(i)}]" for i in acc.index), 16)
+        idx = "".join(f"[{self.subscript(i)}]" for k, i in enumerate(acc.index) if k != p) or "[0]"
         return C(f"{local_name(acc.array)}{idx}", 16)
 
     def emit(self, depth: int, text: str) -> None:

@@ -20,6 +20,7 @@ from ..errors import PolytriError
 from ..ir.builder import ProgramBuilder
 from . import (  # noqa: F401 (handlers)
     torch_ops_conv,
+    torch_ops_index,
     torch_ops_linalg,
     torch_ops_nn,
     torch_ops_pointwise,

@@ -15,10 +15,12 @@ import torch.fx as fx
 
 from ..cpu_codegen.build import builds_in_background
 from ..cpu_codegen.kernel import CpuKernel
-from ..errors import PolytriError
+from ..errors import IndexValueError, PolytriError
 from ..fusion.traffic import Traffic
 from ..ir.builder import ProgramBuilder
+from ..ir.indirect import is_indirect
 from ..pipeline.decisions import Decision
+from ..runtime.index_check import check_index_values
 from .torch_cache import compile_cached
 from .torch_lower import Segment
 from .torch_options import TorchOptions
@@ -97,6 +99,8 @@ class _KernelStep:
         self._lock = threading.Lock()
         self._checked: set[tuple[Any, ...]] = set()
         """Argument signatures (shapes, types, parameters) that passed the kernel's checks."""
+        self._indirect = self.kernel is not None and any(
+            is_indirect(acc) for st in self.kernel.program.statements for acc in st.reads)
         self._unchecked = (getattr(self.kernel, "call_unchecked", None)
                            if seg.program.statements and not seg.program.scalars else None)
 
@@ -114,6 +118,8 @@ class _KernelStep:
         # the other arrays (outputs, intermediates) are made here, from the parameters' values
         signature = (tuple((t.shape, t.dtype, t.device, t.layout, t.is_neg()) for t in inputs), tuple(params))
         if signature in self._checked:
+            if self._indirect:  # index values change from call to call: checked every time
+                self._check_index_values(inputs, kwargs)
             self._unchecked([kwargs[n].data_ptr() if n in kwargs else ptrs[self._input_at[n]] for n in self._arrays],
                             params)
             return
@@ -121,6 +127,12 @@ class _KernelStep:
         if len(self._checked) >= 64:  # many sizes (dynamic shapes)
             self._checked.clear()
         self._checked.add(signature)
+
+    def _check_index_values(self, inputs: list[torch.Tensor], kwargs: dict[str, Any]) -> None:
+        """The call-time check of the kernel's indirect subscripts (:mod:`polytri.runtime.index_check`)."""
+        assert self.kernel is not None
+        prog, args = self.kernel.program, self._detached(inputs, kwargs)
+        check_index_values(prog, {p: args[p] for p in prog.params}, {a.name: args[a.name] for a in prog.arrays}, {})
 
     def _detached(self, inputs: list[torch.Tensor], kwargs: dict[str, Any]) -> dict[str, Any]:
         """``kwargs`` with the inputs, detached from autograd (the checked call reads them), named as in
@@ -290,6 +302,8 @@ class CompiledGraph:
             return self.gm.forward(*args)
         try:
             return self._run(args)
+        except IndexValueError:  # the data's fault, not the graph's: eager raises its own error for this call
+            return self.gm.forward(*args)
         except PolytriError as exc:
             self._failed = True
             warnings.warn(f"polytri: a compiled graph failed at run time ({exc}); it runs in eager from now on",

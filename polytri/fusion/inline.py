@@ -36,6 +36,7 @@ import islpy as isl
 from .. import dtypes
 from ..ir.affine import linear
 from ..ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, accesses, substitute, transform
+from ..ir.indirect import is_indirect
 from ..ir.program import Program, Statement
 from ..ir.reduction import is_nan_extreme, nan_select
 from ..pipeline.decisions import Decision
@@ -197,6 +198,8 @@ def _unsafe_reads(program: Program, p: Statement, readers: list[Statement], arra
         if len(reads) > max_reads:
             why = f"{r.name} reads {array} {len(reads)} times (budget {max_reads})"
         for acc in reads:
+            if is_indirect(acc):  # which element it reads is known only at run time
+                return f"{r.name} reads {array} through an indirect subscript"
             why = why or _written_before_read(program, p, r, acc)
             why = why or (_broadcast_read(program, r, acc) if broadcast else None)
     return why

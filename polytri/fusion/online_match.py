@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..ir.expr import Access, Binary, Call, Const, Expr, Var, accesses, substitute, var_names
+from ..ir.indirect import has_indirect
 from ..ir.program import Program, Statement, params_prefix
 from ..ir.reduction import statement_update, update_of
 from ..schedule.dependences import follows_writes
@@ -220,6 +221,9 @@ def match(program: Program, red: Statement, temporaries: set[str]) -> Chain:
 
 def _check_values(program: Program, c: Chain, temporaries: set[str]) -> None:
     """The right-hand sides, arrays and readers of the module docstring."""
+    indirect = [s.name for s in c.statements() if has_indirect(s.value)]
+    if indirect:  # the rewrite moves reads into blocks at affine offsets only
+        raise NoMatch(f"{', '.join(indirect)} read through indirect subscripts")
     _check_arrays(program, c, temporaries)
     _check_expressions(c)
     _check_indexing(c)

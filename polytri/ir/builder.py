@@ -19,12 +19,13 @@ from ..dtypes import VType
 from ..errors import ProgramError, TypeCheckError, public
 from .affine import condition_to_isl, to_isl
 from .expr import Binary, Const, Expr, accesses
+from .indirect import check_subscript
 from .names import check_identifier
 from .parse import AUG_OPS, NameKind, Scope, parse_assign, parse_expr
 from .printer import expr_to_str
 from .program import Array, Program, Scalar, Statement, params_prefix
 from .textform import program_to_text
-from .types import check_literals, infer
+from .types import Typer, check_literals, infer
 
 ShapeEntry = int | str
 Bound = int | str
@@ -243,13 +244,18 @@ class ProgramBuilder:
         value: Expr = parsed.value
         if parsed.op != "=":
             value = Binary(AUG_OPS[parsed.op], target, value)
+        typer = Typer(lambda a: self._s.arrays[a].element, lambda s: dtypes.dtype(self._s.scalars[s].dtype))
         for acc in accesses(value) + [target]:
             arr = self._s.arrays[acc.array]
             if len(acc.index) != arr.rank:
                 raise TypeCheckError(f"{what}: array {acc.array!r} has rank {arr.rank} but is subscripted with "
                                      f"{len(acc.index)} index(es) in {expr_to_str(acc)}")
             for d, ix in enumerate(acc.index):
-                to_isl(ix, what=f"{what}: subscript {d} of {acc.array!r}")
+                where = f"{what}: subscript {d} of {acc.array!r}"
+                if acc is target:  # writes are affine
+                    to_isl(ix, what=where)
+                else:
+                    check_subscript(ix, lambda a: self._s.arrays[a].element, typer, what=where)
         try:
             infer(value, lambda a: self._s.arrays[a].element, lambda s: dtypes.dtype(self._s.scalars[s].dtype))
             check_literals(VType(self._s.arrays[target.array].element), (value,), value)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .expr import Access, Binary, Expr, Var, accesses, var_names
+from .indirect import has_indirect
 from .program import Statement
 from .reduction import statement_update
 
@@ -79,6 +80,8 @@ def contraction_form(st: Statement) -> ContractionForm | None:
     """The contraction roles of ``st``, or ``None`` when it is not of that form."""
     target = st.target
     if not isinstance(target, Access) or len(target.index) < 2:
+        return None
+    if has_indirect(st.value):  # packing and tl.dot read operands at affine offsets only
         return None
     roles = _Roles(st, target)
     it_b = roles.plain(target.index[-1])

@@ -19,6 +19,7 @@ from .. import dtypes
 from ..errors import ProgramError
 from .affine import to_isl
 from .expr import Access, Expr, accesses
+from .indirect import isl_subscripts
 from .printer import expr_to_str
 
 _T = TypeVar("_T")
@@ -88,10 +89,16 @@ class Statement:
         """Accesses read by the right-hand side, in order, duplicates kept."""
         return tuple(accesses(self.value))
 
-    def access_map(self, acc: Access, params: tuple[str, ...]) -> isl.Map:
-        """``{ S[i] -> A[f(i)] }`` restricted to the domain."""
-        idx = ", ".join(to_isl(e, what=f"{self.name}: subscript of {acc.array}") for e in acc.index)
-        m = isl.Map(f"{params_prefix(params)}{{ {self.name}[{', '.join(self.iterators)}] -> {acc.array}[{idx}] }}")
+    def access_map(self, acc: Access, params: tuple[str, ...], shape: tuple[Expr, ...] | None = None) -> isl.Map:
+        """``{ S[i] -> A[f(i)] }`` restricted to the domain.
+
+        An indirect subscript (:mod:`polytri.ir.indirect`) ranges over its whole dimension, which
+        ``shape`` (the array's) gives; :meth:`Program.access_map` passes it."""
+        taken = set(params) | set(self.iterators)
+        subs, cons = isl_subscripts(acc, shape, taken, what=self.name)
+        body = f" : {' and '.join(cons)}" if cons else ""
+        m = isl.Map(f"{params_prefix(params)}{{ {self.name}[{', '.join(self.iterators)}] -> "
+                    f"{acc.array}[{', '.join(subs)}]{body} }}")
         return m.intersect_domain(self.domain)
 
     def text(self) -> str:
@@ -169,6 +176,10 @@ class Program:
         """Deepest loop nesting of any statement."""
         return max((len(s.iterators) for s in self.statements), default=0)
 
+    def access_map(self, st: Statement, acc: Access) -> isl.Map:
+        """The access map of ``acc`` (an access of ``st``), indirect subscripts over-approximated."""
+        return st.access_map(acc, self.params, self.array(acc.array).shape)
+
     # -- the polyhedral model as islpy objects ---------------------------------------------------------
     def _memo(self, key: str, make: Callable[[], _T]) -> _T:
         """``make()``, computed once per program and kept under ``key`` (used by analyses elsewhere too,
@@ -193,7 +204,7 @@ class Program:
         def make() -> isl.UnionMap:
             u = isl.UnionMap.empty(self.context.get_space())
             for s in self.statements:
-                u = u.union(isl.UnionMap.from_map(s.access_map(s.target, self.params)))
+                u = u.union(isl.UnionMap.from_map(self.access_map(s, s.target)))
             return u.intersect_params(self.context)
         return self._memo("writes", make)
 
@@ -204,7 +215,7 @@ class Program:
             u = isl.UnionMap.empty(self.context.get_space())
             for s in self.statements:
                 for acc in s.reads:
-                    u = u.union(isl.UnionMap.from_map(s.access_map(acc, self.params)))
+                    u = u.union(isl.UnionMap.from_map(self.access_map(s, acc)))
             return u.intersect_params(self.context)
         return self._memo("reads", make)
 

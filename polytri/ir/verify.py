@@ -8,7 +8,10 @@ subset, or add its own checks: ``verify(program, checks=(*CHECKS, Check("mine", 
 ``check_bounded_domains``: every iteration domain is finite for each parameter value.
 
 ``check_bounds``: every access of every statement is compared by isl with its array's extent, for every
-parameter value allowed by the context (parameters are sizes: never negative).  An access that leaves
+parameter value allowed by the context (parameters are sizes: never negative).  An indirect subscript
+(:mod:`polytri.ir.indirect`) ranges over its whole dimension, so this proves its index array's read in
+bounds; the values read are checked at call time, before anything runs
+(:func:`polytri.runtime.index_check.check_index_values`).  An access that leaves
 its array *whenever its statement runs at all* is a :class:`BoundsError` at compile time.  One that
 leaves it only for some parameter values is recorded as a :class:`BoundsViolation`: the set of those
 values is checked at call time by :func:`polytri.runtime.args.bind`, before anything runs.  Generated C has no
@@ -25,6 +28,7 @@ import islpy as isl
 
 from ..errors import BoundsError, ParameterBoundsError, PolytriError, ProgramError
 from .expr import Access
+from .indirect import index_reads, is_indirect
 from .islutil import fix_params
 from .printer import expr_to_str
 from .program import Program, Statement, params_prefix
@@ -103,7 +107,7 @@ def _example(iterators: tuple[str, ...], array: str, kind: str, bad: isl.Map) ->
 def _violation(program: Program, st: Statement, acc: Access, kind: str) -> BoundsViolation | None:
     arr = program.array(acc.array)
     ctx = analysis_context(program)
-    access = st.access_map(acc, program.params).intersect_params(ctx)
+    access = program.access_map(st, acc).intersect_params(ctx)
     extent = arr.extent_isl(program.params)
     bad = access.subtract_range(extent)
     if bad.is_empty():
@@ -165,6 +169,23 @@ def check_bounded_domains(program: Program) -> None:
                                f"unbounded; every iterator needs a lower and an upper bound")
 
 
+def check_index_arrays(program: Program) -> None:
+    """Writes are affine, and no index array (an array read in an indirect subscript) is written by the
+    program: its values must be known, and checked, before the program runs."""
+    written = {st.target.array: st for st in program.statements}
+    for st in program.statements:
+        if is_indirect(st.target):
+            raise ProgramError(f"statement {st.name} ({st.text()}): the write {expr_to_str(st.target)} has an "
+                               f"indirect subscript; only reads may be indirect")
+        for acc in st.reads:
+            for idx in index_reads(acc):
+                if idx.array in written:
+                    w = written[idx.array]
+                    raise ProgramError(f"statement {st.name} ({st.text()}): index array {idx.array!r} of "
+                                       f"{expr_to_str(acc)} is written by statement {w.name} ({w.text()}); index "
+                                       f"arrays must be inputs of the program")
+
+
 @dataclass(frozen=True)
 class Check:
     """One named check of the verifier."""
@@ -182,6 +203,8 @@ CHECKS: tuple[Check, ...] = (
     Check("bounded-domains", "every iteration domain is finite for each parameter value", check_bounded_domains),
     Check("in-bounds", "no access leaves its array whenever its statement runs (the rest is checked at call time)",
           check_bounds),
+    Check("index-arrays", "writes are affine, and the arrays read in indirect subscripts are not written",
+          check_index_arrays),
 )
 
 

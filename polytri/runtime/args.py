@@ -21,6 +21,7 @@ from ..ir.printer import expr_to_str
 from ..ir.program import Program
 from ..ir.verify import check_call_bounds
 from ..numerics import CASTS
+from .index_check import check_index_values
 
 
 @dataclass(frozen=True)
@@ -306,4 +307,5 @@ def bind(program: Program, kwargs: dict[str, Any], *, device: str = "cpu") -> Bo
     check_call_bounds(program, params)
     _check_overlaps(program, arrays)
     scalars = {s.name: _convert_scalar(program, s.name, kwargs[s.name]) for s in program.scalars}
+    check_index_values(program, params, arrays, scalars)
     return Bound({p: params[p] for p in program.params}, arrays, scalars)

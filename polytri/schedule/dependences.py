@@ -81,7 +81,7 @@ def live_in(program: Program, names: Iterable[str] | None = None) -> frozenset[s
         for s in program.statements:
             for acc in s.reads:
                 if acc.array == name:
-                    reads = reads.union(isl.UnionMap.from_map(s.access_map(acc, program.params)))
+                    reads = reads.union(isl.UnionMap.from_map(program.access_map(s, acc)))
         if reads.is_empty():
             continue
         info = (isl.UnionAccessInfo.from_sink(reads).set_must_source(program.writes)
@@ -103,11 +103,10 @@ def scratch_arrays(program: Program, temporaries: Iterable[str]) -> frozenset[st
 def follows_writes(program: Program, writer: Statement, user: Statement, uses: Iterable[Access]) -> bool:
     """Whether, in the original order, every instance of ``user`` that touches an element through
     ``uses`` (accesses of ``user``) comes after every instance of ``writer`` that writes that element."""
-    params = program.params
-    write = isl.UnionMap.from_map(writer.access_map(writer.target, params))
+    write = isl.UnionMap.from_map(program.access_map(writer, writer.target))
     touch = isl.UnionMap.empty(program.schedule.get_space())
     for acc in uses:
-        touch = touch.union(isl.UnionMap.from_map(user.access_map(acc, params)))
+        touch = touch.union(isl.UnionMap.from_map(program.access_map(user, acc)))
     pairs = touch.apply_range(write.reverse()).intersect_params(program.context)  # user -> writer, same element
 
     def time(st: Statement) -> isl.UnionMap:

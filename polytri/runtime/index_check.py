@@ -1,0 +1,151 @@
+"""The call-time half of indirect subscripts: every value an indirect subscript takes is in range.
+
+isl proves the reads of index arrays in bounds (:mod:`polytri.ir.verify`), but not the values they
+hold.  :func:`check_index_values` computes each indirect subscript for every instance of its statement,
+with numpy (or torch, on the tensors' own device), before anything runs, and raises
+:class:`~polytri.errors.IndexValueError` naming the array, the index array and the offending value.
+Index arrays are never written by the program (``index-arrays`` verifier check), so their values at
+call time are the values the program reads.  The instances are the points of the statement's domain
+projected on the iterators the subscript uses: a box of ``arange`` vectors when the projection is a
+box (the usual case), the points isl enumerates otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import islpy as isl
+import numpy as np
+
+from ..errors import IndexValueError
+from ..ir.affine import evaluate
+from ..ir.expr import Access, Binary, Call, Cast, Const, Expr, Unary, Var, var_names
+from ..ir.indirect import index_reads, indirect_dims
+from ..ir.islutil import fix_params
+from ..ir.printer import expr_to_str
+from ..ir.program import Program, Statement
+from ..ir.verify import check_index_arrays
+
+
+class _Xp:
+    """The few array operations the check needs, on numpy arrays or on torch tensors of one device."""
+
+    def __init__(self, like: Any):
+        self.torch = type(like).__module__.startswith("torch")
+        self.device = like.device if self.torch else None
+
+    def array(self, v: Any) -> Any:
+        if self.torch:
+            import torch
+            return torch.as_tensor(v, dtype=torch.int64, device=self.device)
+        return np.asarray(v, dtype=np.int64)
+
+    def where(self, c: Any, a: Any, b: Any) -> Any:
+        if self.torch:
+            import torch
+            return torch.where(c, a, b)
+        return np.where(c, a, b)
+
+    def extreme(self, func: str, a: Any, b: Any) -> Any:
+        if self.torch:
+            import torch
+            return (torch.minimum if func == "min" else torch.maximum)(a, b)
+        return (np.minimum if func == "min" else np.maximum)(a, b)
+
+    def cast(self, x: Any, dtype: str) -> Any:
+        if self.torch:
+            import torch
+            return x.to(getattr(torch, dtype))
+        return np.asarray(x).astype(dtype)
+
+
+_ARITH = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+          "//": lambda a, b: a // b, "%": lambda a, b: a % b, "<": lambda a, b: a < b,
+          "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+          "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
+def _value(e: Expr, env: dict[str, Any], arrays: dict[str, Any], xp: _Xp) -> Any:
+    """``e`` for every instance at once (integer arrays that broadcast against each other)."""
+    if isinstance(e, Const):
+        return xp.array(int(e.value))
+    if isinstance(e, Var):
+        return env[e.name]
+    if isinstance(e, Access):
+        subs = tuple(_value(s, env, arrays, xp) for s in e.index)
+        return xp.cast(arrays[e.array][subs], "int64")
+    if isinstance(e, Unary):
+        return -_value(e.operand, env, arrays, xp)
+    if isinstance(e, Cast):
+        return xp.cast(_value(e.operand, env, arrays, xp), e.dtype)
+    if isinstance(e, Binary) and e.op in _ARITH:
+        return _ARITH[e.op](_value(e.lhs, env, arrays, xp), _value(e.rhs, env, arrays, xp))
+    if isinstance(e, Call) and e.func == "where":
+        c, a, b = (_value(x, env, arrays, xp) for x in e.args)
+        return xp.where(c != 0, a, b)
+    if isinstance(e, Call) and e.func in ("min", "max"):
+        return xp.extreme(e.func, *(_value(x, env, arrays, xp) for x in e.args))
+    if isinstance(e, Call) and e.func == "abs":
+        return abs(_value(e.args[0], env, arrays, xp))
+    raise IndexValueError(f"cannot compute the indirect subscript {expr_to_str(e)} before the call")
+
+
+def _instances(st: Statement, used: list[str], program: Program, params: dict[str, int],
+               xp: _Xp) -> dict[str, Any] | None:
+    """The values of the iterators ``used`` over the statement's instances (``None``: no instance)."""
+    dom = fix_params(st.domain.intersect_params(program.context), params)
+    keep = [st.iterators.index(u) for u in used]
+    for k in reversed(range(len(st.iterators))):
+        if k not in keep:
+            dom = dom.project_out(isl.dim_type.set, k, 1)
+    if dom.is_empty():
+        return None
+    box = [(dom.dim_min_val(k).to_python(), dom.dim_max_val(k).to_python()) for k in range(len(used))]
+    rect = isl.Set.universe(dom.get_space())
+    for k, (lo, hi) in enumerate(box):
+        rect = rect.lower_bound_val(isl.dim_type.set, k, lo).upper_bound_val(isl.dim_type.set, k, hi)
+    if rect.intersect_params(dom.params()).is_subset(dom):
+        return {u: xp.array(np.arange(lo, hi + 1).reshape([-1 if j == k else 1 for j in range(len(used))]))
+                for k, (u, (lo, hi)) in enumerate(zip(used, box))}
+    points: list[list[int]] = []
+    dom.foreach_point(lambda p: points.append([p.get_coordinate_val(isl.dim_type.set, k).to_python()
+                                               for k in range(len(used))]))
+    table = np.array(points, dtype=np.int64).reshape(-1, len(used))
+    return {u: xp.array(table[:, k]) for k, u in enumerate(used)}
+
+
+def _check_subscript(program: Program, st: Statement, acc: Access, d: int, params: dict[str, int],
+                     arrays: dict[str, Any], scalars: dict[str, Any]) -> None:
+    e = acc.index[d]
+    xp = _Xp(arrays[index_reads(acc)[0].array])
+    used = [it for it in st.iterators if it in var_names(e, "iter")]
+    env = _instances(st, used, program, params, xp)
+    if env is None:
+        return
+    env.update({p: xp.array(v) for p, v in params.items()})
+    env.update({s: xp.array(int(v)) for s, v in scalars.items() if np.issubdtype(type(v), np.integer)})
+    values = _value(e, env, arrays, xp)
+    extent = evaluate(program.array(acc.array).shape[d], params)
+    bad = (values < 0) | (values >= extent)
+    if not bool(bad.any()):
+        return
+    first = int(values[bad].reshape(-1)[0])
+    names = " and ".join(f"{a!r}" for a in dict.fromkeys(r.array for r in index_reads(acc)))
+    raise IndexValueError(
+        f"{program.name}: statement {st.name} ({st.text()}) reads {expr_to_str(acc)}: index array {names} "
+        f"holds a value that makes subscript {d} equal {first}, out of range for dimension {d} of array "
+        f"{acc.array!r} (size {extent}). Nothing was run")
+
+
+def check_index_values(program: Program, params: dict[str, int], arrays: dict[str, Any],
+                       scalars: dict[str, Any]) -> None:
+    """Raise :class:`IndexValueError` when an indirect subscript of ``program`` takes a value outside
+    its array dimension for these arguments (see the module's docstring)."""
+    seen: set[tuple[str, Access, int]] = set()
+    for st in program.statements:
+        for acc in st.reads:
+            for d in indirect_dims(acc):
+                if (st.name, acc, d) not in seen:
+                    seen.add((st.name, acc, d))
+                    check_index_arrays(program)
+                    _check_subscript(program, st, acc, d, params, arrays, scalars)

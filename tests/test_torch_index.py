@@ -1,0 +1,73 @@
+"""``aten.embedding``, ``aten.gather`` and ``aten.index.Tensor`` through ``torch.compile(backend="polytri")``
+(polytri/frontend/torch_ops_index.py): equal to eager, no fallback, index values checked at every call."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+
+import polytri as pt
+
+
+def _embedding(w: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    return F.embedding(ids, w) * 2.0
+
+
+def _gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    return torch.gather(x, 1, idx) + 1.0
+
+
+def _index_apart(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return x[a, :, b]  # index tensors apart: the broadcast dimensions come first
+
+
+def _index_middle(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    return x[:, a].exp()
+
+
+def _index_computed(w: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    j = ids + 1  # computed and used twice: stored by one program, read by the embedding's
+    return F.embedding(j, w) + j.sum()
+
+
+torch.manual_seed(0)
+_X = torch.randn(5, 7, 3)
+CASES: list[tuple[Callable[..., torch.Tensor], tuple[Any, ...]]] = [
+    (_embedding, (torch.randn(11, 6), torch.randint(0, 11, (3, 4)))),
+    (_gather, (_X, torch.randint(0, 7, (5, 4, 3)))),
+    (_index_apart, (_X, torch.tensor([[0, -1], [4, 2]]), torch.tensor([2, -3]))),
+    (_index_middle, (_X, torch.tensor([6, -7, 3], dtype=torch.int32))),
+    (_index_computed, (torch.randn(11, 6), torch.randint(0, 10, (2, 3)))),
+]
+
+
+@pytest.mark.parametrize(("fn", "args"), CASES, ids=[f.__name__ for f, _ in CASES])
+def test_compiled_equals_eager_without_fallback(fn: Callable[..., torch.Tensor], args: tuple[Any, ...]) -> None:
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fallback or a run-time failure warns
+        got = torch.compile(fn, backend="polytri")(*args)
+    torch.testing.assert_close(got, fn(*args))  # exp may differ from eager in the last bit
+    report = pt.explain(fn, *args)
+    assert report.fallback_ops == [] and report.kernels
+
+
+def test_an_index_out_of_range_raises_eagers_error_and_later_calls_stay_compiled() -> None:
+    torch._dynamo.reset()
+    w, ids = torch.randn(11, 6), torch.randint(0, 11, (3, 4))
+    f = torch.compile(_embedding, backend="polytri")
+    f(w, ids)
+    bad = ids.clone()
+    bad[1, 2] = 11
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the graph is not given up for bad data
+        with pytest.raises(IndexError, match="index out of range"):
+            f(w, bad)
+        torch.testing.assert_close(f(w, ids), _embedding(w, ids), rtol=0, atol=0)
+
