@@ -79,7 +79,10 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
                                      vector_loops: bool) -> tuple[Schedule, list[str], Node]:
     """``chosen``, or, where a loop of its AST carries reuse (:mod:`.reuse`), an AST that runs the tiled
     Pluto schedule when what one iteration of such a loop touches exceeds the L2 cache at the sizes of
-    the call, and ``chosen``'s otherwise.  Both are proved legal; the choice is made by the kernel."""
+    the call, and ``chosen``'s otherwise.  Both are proved legal; the choice is made by the kernel.  Not
+    where the tiled AST runs some statement with its outermost parallel loop deeper than ``chosen``
+    (:func:`_parallelism_lost`): adi's tiles, one wavefront over sweeps that are parallel in the input
+    order, took 1.5x its time at PolyBench's LARGE size."""
     sched, decisions, ast = chosen
     if not any(b.width >= 2 for b in untiled.bands):
         return chosen
@@ -95,6 +98,10 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
         return chosen
     cond, reuse = found
     tiled_ast = build_loop_ast(prog, tiled, deps, separate_guards=vector_loops)
+    lost = _parallelism_lost(prog, tiled_ast, ast)
+    if lost is not None:   # adi, gramschmidt: the tiles' wavefront runs fewer loops in parallel
+        log.info("%s: no tiled version, because %s", prog.name, lost.replace("the Pluto schedule", "the tiled one"))
+        return chosen
     why = (f"tiling: the {tiled.origin} schedule runs where the data one iteration of a loop rereads "
            f"exceed the L2 cache ({l2 >> 10} KiB), the {sched.origin} one otherwise: "
            + "; ".join(r.text() for r in reuse))
