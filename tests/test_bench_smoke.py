@@ -39,9 +39,21 @@ def test_bench_quick_table(capsys: pytest.CaptureFixture[str]) -> None:
         assert NUM.match(row[f"{bench.LIBRARY} ms"]), (name, row)  # torch for gemm, numpy for jacobi_2d
         assert re.fullmatch(r"\d+\.\d\dx", row["pt/naive"]), (name, row)
         assert NUM.match(row["pt GFLOP/s"]) and float(row["pt GFLOP/s"]) > 0, (name, row)
+        assert NUM.match(row[bench.COMPILE]) and float(row[bench.COMPILE]) > 0, (name, row)
     assert rows["gemm"]["pt vs peak"].endswith("% FMA fp32")
     assert rows["jacobi_2d"]["pt vs peak"].endswith("% triad")
     assert "MISMATCH" not in out and "ERROR" not in out
+    assert re.search(r"polytri's default compiles \(fresh cache\) in over 2 s on \d+: ", out), out
+
+
+def test_bench_compile_line_names_the_slow_kernels() -> None:
+    def row(name: str, seconds: float | None) -> bench.Row:
+        return bench.Row(name, {}, "stencil", "float64", 1.0, None, compile_s=seconds)
+
+    line = bench.compile_line([row("adi", 2.4), row("gemm", 0.6), row("deriche", 3.1), row("lu", None)])
+    assert line.startswith("polytri's default compiles (fresh cache) in over 2 s on 2: deriche (3.10 s), adi (2.40 s)")
+    assert "gemm" not in line and "lu" not in line
+    assert ": none (load average" in bench.compile_line([row("gemm", 0.6)])
 
 
 def test_bench_cli_markdown(capsys: pytest.CaptureFixture[str]) -> None:

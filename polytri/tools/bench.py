@@ -17,12 +17,15 @@ Ratios, not absolute times, are what to compare: the machines this runs on are s
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import re
 import statistics
 import sys
+import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -56,6 +59,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
 POLLY = "polly"
 #: The column of the numpy/torch equivalents.
 LIBRARY = "numpy/torch"
+#: The column of polytri's default variant's compile time (``pt.compile``, fresh cache: the C compiler runs).
+COMPILE = "compile s"
+#: The summary names the kernels whose default variant compiles in more seconds than this.
+COMPILE_LIMIT_S = 2.0
 
 #: Benchmark sizes: the reference points of docs/performance.md, and sizes where the naive C takes roughly 0.05-1 s on a
 #: 2-core machine for the others.
@@ -167,6 +174,8 @@ class Row:
     """Median seconds per variant (``None``: not run, or failed)."""
     schedule: str = ""
     """The schedule polytri's default chose (``Schedule.origin``)."""
+    compile_s: float | None = None
+    """Seconds of ``pt.compile`` for polytri's default variant, with a fresh cache (``None``: it failed)."""
     library: str = ""
     """What the numpy/torch column ran, if anything."""
     mismatches: dict[str, str] = field(default_factory=dict)
@@ -248,7 +257,10 @@ def _compile_variants(name: str, prog: Any, row: Row, threads: int,
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                k = pt_compile(prog, target="cpu", options=options)
+                if variant == "polytri":
+                    k, row.compile_s = cold_compile(prog, options)
+                else:
+                    k = pt_compile(prog, target="cpu", options=options)
             for w in caught:
                 row.notes.append(f"{variant}: {str(w.message).splitlines()[0]}")
         except Exception as exc:  # a benchmark reports failures, it does not stop on them
@@ -261,6 +273,35 @@ def _compile_variants(name: str, prog: Any, row: Row, threads: int,
         row.library, prep = LIBRARY_EQUIVALENTS[name]
         prepares[LIBRARY] = partial(_prepare_library, prep, threads)
     return prepares
+
+
+@contextlib.contextmanager
+def _fresh_cache() -> Iterator[None]:
+    """polytri's cache in a new empty folder for the block (removed after it), keeping the measured cost of a
+    parallel region (measured once per process, before the cache moves: it is not part of a compile)."""
+    from ..cpu_codegen.fork_cost import fork_cost
+    fork_cost(os.environ.get("CC") or "cc")
+    saved = os.environ.get("POLYTRI_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="polytri-bench-") as folder:
+        os.environ["POLYTRI_CACHE_DIR"] = folder
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("POLYTRI_CACHE_DIR", None)
+            else:
+                os.environ["POLYTRI_CACHE_DIR"] = saved
+
+
+def cold_compile(prog: Any, options: dict[str, Any]) -> tuple[Any, float]:
+    """The kernel and the seconds ``pt.compile`` took with a fresh cache, so that the C compiler runs (the
+    library is loaded before the folder goes)."""
+    with _fresh_cache():
+        t0 = time.perf_counter()
+        k = pt_compile(prog, target="cpu", options=options)
+        seconds = time.perf_counter() - t0
+        k.wait_built()
+    return k, seconds
 
 
 def _check_variants(prepares: dict[str, Prepare], args: dict[str, Any], arrays: list[str], row: Row) -> None:
@@ -291,7 +332,7 @@ def header(variants: Sequence[str]) -> tuple[str, ...]:
     """The table's columns for these variants: with :data:`POLLY`, its time and ``pt/polly``."""
     ratios = ("pt/naive", *(("pt/polly",) if POLLY in variants else ()))
     return ("kernel", "size", *(f"{v} ms" for v in variants), f"{LIBRARY} ms", *ratios, "pt GFLOP/s",
-            "pt vs peak", "pt schedule", "check")
+            "pt vs peak", "pt schedule", COMPILE, "check")
 
 
 #: The columns without Polly's.
@@ -335,7 +376,8 @@ def cells(row: Row, peak: Peak, variants: Sequence[str] = tuple(VARIANTS)) -> li
         out.append("-" if s is None else f"{s:.2f}x")
     g = row.gflops
     out.append("-" if g is None else f"{g:.2f}")
-    out += [vs_peak(row, peak), row.schedule or "-", check(row)]
+    out += [vs_peak(row, peak), row.schedule or "-", "-" if row.compile_s is None else f"{row.compile_s:.2f}",
+            check(row)]
     return out
 
 
@@ -371,6 +413,7 @@ def summary(rows: list[Row], peak: Peak, variants: Sequence[str] = tuple(VARIANT
         lines.append(f"geometric mean speed-up of polytri over naive: {_geomean(ratios):.2f}x over {len(ratios)} kernels")
     if POLLY in variants:
         lines += versus_polly(rows)
+    lines.append(compile_line(rows))
     libs = [f"{r.kernel}: {r.library}" for r in rows if r.library]
     if libs:
         lines.append(f"{LIBRARY} column: {'; '.join(libs)} ({peak.threads} threads for torch)")
@@ -384,6 +427,16 @@ def summary(rows: list[Row], peak: Peak, variants: Sequence[str] = tuple(VARIANT
     return lines
 
 
+def compile_line(rows: list[Row]) -> str:
+    """The kernels whose default variant compiled in over :data:`COMPILE_LIMIT_S` seconds, slowest first."""
+    slow = sorted((r for r in rows if r.compile_s is not None and r.compile_s > COMPILE_LIMIT_S),
+                  key=lambda r: -(r.compile_s or 0.0))
+    names = ", ".join(f"{r.kernel} ({r.compile_s:.2f} s)" for r in slow) or "none"
+    load = os.getloadavg()[0]
+    return (f"polytri's default compiles (fresh cache) in over {COMPILE_LIMIT_S:g} s on {len(slow)}: {names} "
+            f"(load average {load:.2f})")
+
+
 def render(rows: list[Row], peak: Peak, repeat: int, markdown: bool = False,
            variants: Sequence[str] = tuple(VARIANTS), notes: Sequence[str] = ()) -> str:
     """The table and its summary; ``notes`` (such as why there is no Polly column) go under the header."""
@@ -391,7 +444,7 @@ def render(rows: list[Row], peak: Peak, repeat: int, markdown: bool = False,
             *(f"note: {n}" for n in notes), ""]
     columns = header(variants)
     table = [list(columns)] + [cells(r, peak, variants) for r in rows]
-    numeric = set(range(2, len(columns) - 2))  # right-aligned: from the times to "pt vs peak"
+    numeric = set(range(2, columns.index("pt schedule"))) | {columns.index(COMPILE)}  # right-aligned
     if markdown:
         def fmt(line: Sequence[str]) -> str:
             return "| " + " | ".join(v.replace("|", "\\|") for v in line) + " |"
