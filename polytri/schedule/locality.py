@@ -10,7 +10,7 @@ whose innermost traversal touches memory best, and moves it innermost:
 * an access ``A[L i + c]`` then moves by ``L d``: zero (invariant: +1), or only in its last subscript by
   one element (stride-1, contiguous in row-major order: +2), or elsewhere (0).
 
-The scheduler (``pluto._reorder_bands``) puts innermost a row whose loop is parallel if there is one,
+The scheduler (``band_order.reorder_bands``) puts innermost a row whose loop is parallel if there is one,
 then the best total score; ties keep its order, and it refuses a move that would push the band's
 outermost parallel loop inward.
 

@@ -2,7 +2,7 @@
 
 Every order of a band's dimensions is legal (that is what permutable means), so the order is a choice of
 the target: the CPU wants a stride-1 parallel loop innermost (Pluto's intra-tile order, see
-:func:`polytri.schedule.pluto._reorder_bands`); a GPU wants as many parallel loops as possible on the
+:func:`polytri.schedule.band_order.reorder_bands`); a GPU wants as many parallel loops as possible on the
 outside, where they become grid and block dimensions (PPCG's choice).  A dimension keeps its parallelism
 when moved outward only if no dependence it used to see as satisfied by an outer band dimension
 remains, so each candidate order is checked by recomputing the parallel dimensions, and the result is

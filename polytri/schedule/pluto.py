@@ -34,11 +34,12 @@ import networkx as nx
 from ..errors import PolytriError
 from ..ir.contraction import contraction_form
 from ..ir.program import Program, params_prefix
+from .band_order import reorder_bands
 from .dependences import Dependences
 from .farkas import Layout, Rows, aligned_pieces, basic_set, bounding, validity
 from .int_rank import int_rank, nullspace
-from .locality import innermost_scores
-from .schedule import Band, Schedule, loops_are_parallel, parallel_dimensions
+from .rows import Row, union_map
+from .schedule import Band, Schedule, parallel_dimensions
 
 log = logging.getLogger("polytri.schedule")
 
@@ -54,26 +55,6 @@ MAX_OPERATIONS = 2_000_000
 
 class SchedulingError(PolytriError):
     """The scheduler could not find a complete schedule (the caller falls back to the original order)."""
-
-
-@dataclass(frozen=True)
-class Row:
-    """One schedule dimension: an affine function per statement."""
-
-    coeffs: dict[str, tuple[int, ...]]
-    """Iterator coefficients per statement (all zero for a scalar dimension)."""
-    consts: dict[str, int]
-    """Constant term per statement."""
-    scalar: bool
-    """A distribution (cut) dimension rather than a loop."""
-
-    def text(self, stmt: str, iterators: tuple[str, ...]) -> str:
-        terms = [(c, it) for c, it in zip(self.coeffs[stmt], iterators) if c]
-        s = " + ".join(it if c == 1 else f"{c}*{it}" for c, it in terms)
-        k = self.consts[stmt]
-        if not s:
-            return str(k)
-        return f"{s} + {k}" if k > 0 else (f"{s} - {-k}" if k < 0 else s)
 
 
 @dataclass
@@ -449,7 +430,7 @@ def pluto_schedule(program: Program, deps: Dependences, *, fuse: str = "smart") 
     if len(set(placement.values())) < len(program.statements) and not (state.rows and state.rows[-1].scalar):
         order = [[s.name] for s in program.statements]
         _cut(state, order, "orders statements that share every loop (no dependence between them remains)")
-    _reorder_bands(state, deps)
+    state.rows = reorder_bands(program, deps, state.rows, state.bands, state.fused_outer, state.decisions)
     return _as_schedule(state, deps)
 
 
@@ -505,100 +486,9 @@ def _next_band(state: _State, pieces: list[isl.BasicMap], bounds: Rows) -> list[
     return band_rows
 
 
-def _reorder_bands(state: _State, deps: Dependences) -> None:
-    """Choose each band's innermost row (legal: band rows are permutable): first a row whose loop is
-    parallel with a stride-1 access (it vectorizes; a reduction innermost does not without
-    reassociation), then the best spatial locality; never one whose move pushes the band's outermost
-    parallel loop inward, unless the statements run inside shared parallel loops (policy ``outer``: a
-    convolution's sums go outside its parallel column loop) or the move makes the innermost loop
-    vectorizable below enclosing loops (:func:`_below_loops`).  Below such shared loops the choice is made
-    separately for each group of statements that earlier cuts placed in a nest of its own (one nest's
-    reduction does not decide another's innermost loop); otherwise it is one choice for all statements,
-    so that the time dimensions of distributed nests stay aligned (the GPU code generator hoists parallel
-    dimensions by position)."""
-    everyone = frozenset(s.name for s in state.program.statements)
-    for number, band in enumerate(state.bands):
-        if band.width < 2 or band is state.fused_outer:
-            continue
-        for group in (_placement_groups(state, band.first) if state.fused_outer is not None else [everyone]):
-            _reorder_band(state, deps, number, band, group)
-
-
-def _placement_groups(state: _State, before: int) -> list[frozenset[str]]:
-    """The statements grouped by the cuts among the first ``before`` rows (each group: one nest)."""
-    groups: dict[tuple[int, ...], set[str]] = {}
-    for st in state.program.statements:
-        groups.setdefault(tuple(r.consts[st.name] for r in state.rows[:before] if r.scalar), set()).add(st.name)
-    return [frozenset(g) for g in groups.values()]
-
-
-def _moved_innermost(rows: list[Row], dim: int, last: int, group: frozenset[str]) -> list[Row]:
-    """``rows`` with row ``dim`` moved to position ``last`` for the statements of ``group`` only (the other
-    statements run in other nests: their rows stay)."""
-    order = list(range(len(rows)))
-    order.insert(last, order.pop(dim))
-    out = []
-    for here, src in zip(rows, (rows[k] for k in order)):
-        out.append(Row({n: (src.coeffs[n] if n in group else c) for n, c in here.coeffs.items()},
-                       {n: (src.consts[n] if n in group else c) for n, c in here.consts.items()}, here.scalar))
-    return out
-
-
-def _reorder_band(state: _State, deps: Dependences, number: int, band: Band, group: frozenset[str]) -> None:
-    dims = [d for d in band.dims if any(any(state.rows[d].coeffs[n]) for n in group)]  # the group's loops
-    if len(dims) < 2:
-        return
-    program = state.program
-    loop_index = {d: k for k, d in enumerate(i for i, r in enumerate(state.rows) if not r.scalar)}
-    loop_rows = {n: [r.coeffs[n] for r in state.rows if not r.scalar] for n, _ in state.layout.statements
-                 if n in group}
-    scores = innermost_scores(program, loop_rows, [loop_index[d] for d in dims])
-    candidates = []
-    for dim in dims:
-        trial = _moved_innermost(state.rows, dim, dims[-1], group)
-        union = _union_map(program, trial)
-        par = loops_are_parallel(union, deps, dims, group)
-        first_par = next((d for d in dims if par[d]), None)
-        score, stride1 = scores[loop_index[dim]]
-        vectorizable = par[dims[-1]] and stride1 > 0  # parallel, with a stride-1 access
-        candidates.append((dim, trial, vectorizable, score, first_par))
-    current = next(c for c in candidates if c[0] == dims[-1])
-    outer = state.fused_outer
-    if outer is not None and any(any(state.rows[d].coeffs[n]) for d in outer.dims for n in group):
-        allowed = candidates  # the shared parallel loops outside the band are the group's parallelism
-    else:
-        allowed = [c for c in candidates if current[4] is None or (c[4] is not None and c[4] <= current[4])
-                   or (c[2] and not current[2] and _below_loops(state, band, group))]
-    best = max(allowed, key=lambda c: (c[2], c[3], c[0] == dims[-1]))
-    if best[0] != dims[-1]:
-        state.rows = best[1]
-        why = "parallel (vectorizable) and " if best[2] and not current[2] else ""
-        whom = "" if len(group) == len(program.statements) else f" for {', '.join(sorted(group))}"
-        state.decisions.append(f"band {number}: time dimension {best[0]} moved innermost{whom}: {why}"
-                               f"stride-1 / invariant accesses (locality score {best[3]} vs {current[3]})")
-        log.info("%s: %s", program.name, state.decisions[-1])
-
-
-def _below_loops(state: _State, band: Band, group: frozenset[str]) -> bool:
-    """Whether loops of the statements of ``group`` enclose ``band``.  A parallel loop of such a band
-    opens its region once per iteration of the loops outside (doitgen's ``pp`` inside ``r`` and ``q``), so
-    its worth is uncertain where a vectorizable innermost loop's is not: moving a parallel row innermost
-    to vectorize it may then push the band's outermost parallel loop inward (it stays parallel)."""
-    return any(not r.scalar and any(any(r.coeffs[n]) for n in group) for r in state.rows[:band.first])
-
-
-def _union_map(program: Program, rows: list[Row]) -> isl.UnionMap:
-    union = isl.UnionMap.empty(program.context.get_space())
-    for st in program.statements:
-        dims = [r.text(st.name, st.iterators) for r in rows]
-        m = isl.Map(f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}] -> [{', '.join(dims)}] }}")
-        union = union.union(isl.UnionMap.from_map(m.intersect_domain(st.domain)))
-    return union.intersect_params(program.context)
-
-
 def _as_schedule(state: _State, deps: Dependences) -> Schedule:
     program = state.program
-    union = _union_map(program, state.rows)
+    union = union_map(program, state.rows)
     par = parallel_dimensions(union, deps)
     scalar = tuple(r.scalar for r in state.rows)
     return Schedule(union, par, "pluto", bands=tuple(state.bands), scalar=scalar,
