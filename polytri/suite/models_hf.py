@@ -6,8 +6,10 @@ attention mask, returning the last hidden state.
 model is built, so the zoo's names are known without it, and :func:`require` says how to install it.
 
 Attention is the models' ``eager`` implementation (explicit products, a mask added to the scores and a
-softmax).  Their ``sdpa`` implementation lowers just as completely, but its decomposition adds a pass
-that finds fully masked rows (``any`` of the mask, then a ``where``): one kernel more per layer.
+softmax).  Their ``sdpa`` implementation lowers just as completely (the same ops left to eager), but its
+decomposition adds a pass over the probabilities that zeroes fully masked rows (an ``any``, then a
+``where``): at width 64 with 2 layers and 16 tokens, 14 kernels against 13 for BERT, 12 against 11
+for GPT-2.
 """
 
 from __future__ import annotations
