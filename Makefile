@@ -13,14 +13,14 @@ help: ## list the targets
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "polytri: installing torch (the CPU build), triton, jax, flax, torchao, tensorflow-cpu and polytri into $(VENV): from a fresh clone"
+	@echo "polytri: installing torch (the CPU build), triton, jax, flax, torchao, tensorflow-cpu, transformers and polytri into $(VENV): from a fresh clone"
 	@echo "polytri: this takes a few minutes; pip reports each package as it goes"
 	# The CPU build of torch: 2.13.0 is the version the machines carry as a local wheel.
 	$(PY) -m pip install --progress-bar on torch==2.13.0
-	# the jax, flax, quant and tensorflow extras (polytri.jax and flax models; torchao's PT2E quantization; polytri.tf, with
-	# tensorflow-cpu), constrained to keep that torch
+	# the jax, flax, quant, tensorflow and transformers extras (polytri.jax and flax models; torchao's PT2E quantization;
+	# polytri.tf, with tensorflow-cpu; the model zoo's bert and gpt2), constrained to keep that torch
 	echo torch==2.13.0 > $(VENV)/constraints.txt
-	$(PY) -m pip install --progress-bar on -c $(VENV)/constraints.txt -e '.[test,jax,flax,quant,tensorflow]'
+	$(PY) -m pip install --progress-bar on -c $(VENV)/constraints.txt -e '.[test,jax,flax,quant,tensorflow,transformers]'
 	touch $(STAMP)
 
 demo: $(STAMP) ## install if needed, then run `polytri demo`

@@ -39,9 +39,27 @@ def test_the_command_line_names_every_zoo_model_without_importing_torch() -> Non
     import subprocess
     import sys
 
-    from polytri.suite.models import ZOO
-    from polytri.tools.bench_models import MODELS
-    assert sorted(MODELS) == sorted(ZOO)
+    from polytri.suite.models import MODELS as ZOO_MODELS
+    from polytri.suite.models import TRANSFORMERS as ZOO_TRANSFORMERS
+    from polytri.tools.bench_models import MODELS, TRANSFORMERS
+    assert sorted(MODELS) == sorted(ZOO_MODELS) and sorted(TRANSFORMERS) == sorted(ZOO_TRANSFORMERS)
     code = "import sys; from polytri.tools.cli import build_parser; build_parser(); print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
+
+
+def test_without_transformers_its_models_are_left_out_or_an_error(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    from polytri.tools import bench_models
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "transformers" else real(name, *a))
+    assert bench_models.selected(None) == ["mlp", "mobilenet", "resnet", "vit"]
+    assert "bert, gpt2: left out (transformers is not installed" in capsys.readouterr().err
+    assert bench_models.selected(["vit"]) == ["vit"]
+    with pytest.raises(SystemExit, match=r"gpt2 need\(s\) transformers: pip install 'polytri\[transformers\]'"):
+        bench_models.selected(["mlp", "gpt2"])
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    if real("transformers") is not None:
+        assert bench_models.selected(None) == list(bench_models.MODELS)

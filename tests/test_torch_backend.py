@@ -235,6 +235,43 @@ def test_causal_attention_with_an_infinite_mask_is_lowered() -> None:
     assert report.fallback_ops == []
 
 
+def test_boolean_triangles_logical_constants_and_causal_sdpa_are_lowered() -> None:
+    """``where`` of two boolean constants (a triangle of ``ones(dtype=bool)``, ``x | True``) is a boolean,
+    so another ``where`` or a logical op can read it."""
+    def masks(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        tri = torch.ones(x.shape[-1], x.shape[-1], dtype=torch.bool).tril()
+        return tri & (x > 0), ((x > 0.5) | True) & (x < 1), ~torch.ones_like(x, dtype=torch.bool).triu()
+
+    def causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    x, q, k, v = torch.randn(5, 5), *(torch.randn(1, 2, 6, 4) for _ in range(3))
+    for fn, args in ((masks, (x,)), (causal, (q, k, v))):
+        report = pt.explain(fn, *args)
+        torch.testing.assert_close(report.result, fn(*args))
+        assert report.kernels and report.fallback_ops == [] and not report.declined, str(report)
+
+
+def test_integer_division_remainder_shifts_and_not_by_numbers() -> None:
+    """Integer floor and truncating division and remainder by a nonzero number, shifts by a number and
+    ``~`` are arithmetic; a tensor divisor runs in eager (eager raises at a zero)."""
+    def ints(a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        r = (a // 3, torch.div(a, 3, rounding_mode="trunc"), a % 3, torch.remainder(a, 1), a >> 3, a << 2, ~a)
+        if a.dtype == torch.uint8:  # a negative divisor is no uint8 literal
+            return r
+        return (*r, a // -3, torch.div(a, -4, rounding_mode="trunc"), a % -3)
+    big = torch.tensor([-2**63, 2**63 - 1, 2**62 + 5, -2**62 - 7])
+    for a in (torch.cat([torch.arange(-20, 21), big]), torch.arange(-128, 128, dtype=torch.int8),
+              torch.arange(0, 256, dtype=torch.uint8), torch.arange(-40, 40, 3, dtype=torch.int32)):
+        torch._dynamo.reset()
+        report = pt.explain(ints, a)
+        for got, want in zip(report.result, ints(a)):
+            assert got.dtype == want.dtype and torch.equal(got, want), (a.dtype, got, want)
+        assert report.fallback_ops == [], str(report)
+    report = pt.explain(lambda a, b: a // b + a % b, a, torch.full_like(a, 3))
+    assert set(report.declined) == {"div", "remainder"}, str(report)
+    assert "by a tensor runs in eager" in report.declined["div"]
+
+
 def test_mark_dynamic_makes_a_parameter_and_declined_nodes_run_in_eager(monkeypatch: pytest.MonkeyPatch) -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         return (x * 2).reshape(-1, 2).sum(1)  # splitting a dynamic dimension: not affine

@@ -28,7 +28,7 @@ OPS = [
     "log", "sqrt", "rsqrt", "tanh", "sigmoid", "reciprocal", "erf", "floor", "ceil", "abs", "nn.functional.relu",
     "nn.functional.gelu", "nn.functional.silu", "nn.functional.hardtanh", "maximum", "minimum", "where", "clamp",
     "clamp_min", "clamp_max", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or",
-    "logical_xor", "isnan", "isinf", "square", "masked_fill",
+    "logical_xor", "isnan", "isinf", "square", "masked_fill", "remainder",
     "sum", "mean", "amax", "amin", "var", "std", "softmax", "log_softmax", "nn.functional.softmin",
     "mm", "bmm", "addmm", "mv", "nn.functional.linear", "matmul", "nn.functional.conv2d", "nn.functional.layer_norm",
     "view", "reshape", "permute", "transpose", "t", "expand", "squeeze", "unsqueeze", "narrow", "select", "cat",

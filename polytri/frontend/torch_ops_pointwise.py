@@ -121,11 +121,65 @@ def _div(ctx: SegmentLowering, node: fx.Node) -> Val:
     if mode is None:
         return pointwise(ctx, node, _binary("/"), node.args[:2])
     if not out.is_floating_point:
-        raise LoweringError("integer division with a rounding mode runs in eager")
+        divisor = _nonzero_divisor(node, "division")
+        fn = _binary("//") if mode == "floor" else _trunc_div(divisor)
+        return pointwise(ctx, node, fn, node.args[:2])
     if mode == "floor":
         return pointwise(ctx, node, lambda a, b: f"floor({a} / {b})", node.args[:2])
     return pointwise(ctx, node, lambda a, b: f"where({a} / {b} < 0, ceil({a} / {b}), floor({a} / {b}))",
                      node.args[:2])
+
+
+def _nonzero_divisor(node: fx.Node, what: str) -> int:
+    """The divisor of an integer ``what`` (a division or remainder), a nonzero number: eager raises at a zero
+    divisor, where the language gives 0, so a tensor divisor (which may hold a zero) runs in eager."""
+    d = node.args[1]
+    if isinstance(d, fx.Node):
+        raise LoweringError(f"integer {what} by a tensor runs in eager (eager raises at a zero divisor)")
+    n = as_number(d)
+    if n == 0 or not float(n).is_integer():
+        raise LoweringError(f"integer {what} by {n!r} runs in eager")
+    return int(n)
+
+
+def _trunc_div(divisor: int) -> Fn:
+    """Integer division rounded toward zero by the number ``divisor``: the floor quotient, plus one where
+    the division is inexact and the quotient negative (the dividend's sign opposite the divisor's)."""
+    def fn(a: str, d: str) -> str:
+        negative = f"{a} < 0" if divisor > 0 else f"{a} > 0"
+        return f"(({a} // {d}) + where({negative}, where({a} % {d} != 0, 1, 0), 0))"
+    return fn
+
+
+@register("aten.remainder.Tensor", "aten.remainder.Scalar", kind="pointwise")
+def _remainder(ctx: SegmentLowering, node: fx.Node) -> Val:
+    """The remainder with the divisor's sign, the language's ``%`` (floats: NaN for a zero divisor)."""
+    _, out = ctx.out(node)
+    if not out.is_floating_point:
+        _nonzero_divisor(node, "remainder")
+    return pointwise(ctx, node, _binary("%"), node.args[:2])
+
+
+#: Integer dtypes and their widths (shifts and bitwise_not are arithmetic on them).
+_INTEGER_BITS = {torch.int8: 8, torch.int16: 16, torch.int32: 32, torch.int64: 64, torch.uint8: 8}
+
+
+@register("aten.__rshift__.Scalar", "aten.bitwise_right_shift.Tensor_Scalar", "aten.__lshift__.Scalar",
+          "aten.bitwise_left_shift.Tensor_Scalar", "aten.__rshift__.Tensor", "aten.__lshift__.Tensor",
+          "aten.bitwise_right_shift.Tensor", "aten.bitwise_left_shift.Tensor", kind="pointwise")
+def _shift(ctx: SegmentLowering, node: fx.Node) -> Val:
+    """A shift of integers by a number ``k``: ``x >> k`` is the floor quotient by ``2**k`` (an arithmetic
+    shift of two's complement), ``x << k`` the product by ``2**k`` (wrapping around as the type does).
+    ``2**k`` must be a literal of the type: ``k`` below its width (less one if signed)."""
+    _, out = ctx.out(node)
+    bits, k = _INTEGER_BITS.get(out), node.args[1]
+    if bits is None or isinstance(k, fx.Node):
+        raise LoweringError(f"{node.target} of {out} by {'a tensor' if isinstance(k, fx.Node) else k} runs in eager")
+    n = int(as_number(k))
+    if not 0 <= n < bits - (out != torch.uint8):
+        raise LoweringError(f"{node.target} by {n} runs in eager (2**{n} is not a {out} literal)")
+    sym = "//" if "right" in str(node.target) or "rshift" in str(node.target) else "*"
+    return pointwise(ctx, node, lambda a: f"({a} {sym} {1 << n})", [node.args[0]])
 
 
 @register("aten.pow.Tensor_Scalar", kind="pointwise")
@@ -248,15 +302,34 @@ for _op, _sym in [("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", 
 
 @register("aten.logical_not.default", "aten.bitwise_not.default", kind="pointwise")
 def _not(ctx: SegmentLowering, node: fx.Node) -> Val:
-    if node.meta["val"].dtype != torch.bool and "logical" not in str(node.target):
-        raise LoweringError("bitwise_not of integers runs in eager")
+    out = node.meta["val"].dtype
+    if out != torch.bool and "logical" not in str(node.target):
+        if out not in _INTEGER_BITS:
+            raise LoweringError(f"bitwise_not of {out} runs in eager")
+        # two's complement: ~x is -1 - x (no overflow at either end); an unsigned byte's is 255 - x
+        top = "255" if out == torch.uint8 else "(-1)"
+        return pointwise(ctx, node, lambda a: f"({top} - {a})", [node.args[0]])
     src = fake(node.args[0]).dtype
     return pointwise(ctx, node, lambda a: f"({a} == 0)", [node.args[0]], compute=src, result=torch.bool)
 
 
+_BOOLS = ("True", "False")
+
+
+def select(c: str, x: str, y: str) -> str:
+    """``where(c, x, y)`` of a boolean condition ``c``, folded when both branches are boolean literals (a
+    lower triangle of ``ones(dtype=bool)``, a logical op with a constant): the language promotes two weak
+    operands, and two weak booleans give int64, which is no condition for a ``where`` reading the result."""
+    if x in _BOOLS and y in _BOOLS:
+        if x == y:
+            return x
+        return c if x == "True" else f"({c} == 0)"
+    return f"where({c}, {x}, {y})"
+
+
 @register("aten.where.self", kind="pointwise")
 def _where(ctx: SegmentLowering, node: fx.Node) -> Val:
-    return pointwise(ctx, node, lambda c, x, y: f"where({c}, {x}, {y})", node.args[:3], casts=(torch.bool,))
+    return pointwise(ctx, node, select, node.args[:3], casts=(torch.bool,))
 
 
 @register("aten._to_copy.default", "aten.clone.default", "aten.alias.default", "aten.lift_fresh_copy.default",
@@ -280,26 +353,27 @@ def _logical(fn: Fn) -> Callable[[SegmentLowering, fx.Node], Val]:
     return lower
 
 
-register("aten.logical_and.default", kind="pointwise")(_logical(lambda a, b: f"where({a}, {b}, False)"))
-register("aten.logical_or.default", kind="pointwise")(_logical(lambda a, b: f"where({a}, True, {b})"))
+register("aten.logical_and.default", kind="pointwise")(_logical(lambda a, b: select(a, b, "False")))
+register("aten.logical_or.default", kind="pointwise")(_logical(lambda a, b: select(a, "True", b)))
 register("aten.logical_xor.default", kind="pointwise")(_logical(lambda a, b: f"({a} != {b})"))
 
 
 def _bitwise_bool(fn: Fn) -> Callable[[SegmentLowering, fx.Node], Val]:
-    """A bitwise op on booleans (a logical one); on integers it runs in eager."""
+    """A bitwise op on booleans (a logical one); on integers it runs in eager (the expression language has
+    no bitwise operators)."""
     logical = _logical(fn)
 
     def lower(ctx: SegmentLowering, node: fx.Node) -> Val:
         if node.meta["val"].dtype != torch.bool:
-            raise LoweringError(f"{node.target} of integers runs in eager")
+            raise LoweringError(f"{node.target} of integers runs in eager (no bitwise operator in the language)")
         return logical(ctx, node)
     return lower
 
 
 register("aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar", kind="pointwise")(
-    _bitwise_bool(lambda a, b: f"where({a}, {b}, False)"))
+    _bitwise_bool(lambda a, b: select(a, b, "False")))
 register("aten.bitwise_or.Tensor", "aten.bitwise_or.Scalar", kind="pointwise")(
-    _bitwise_bool(lambda a, b: f"where({a}, True, {b})"))
+    _bitwise_bool(lambda a, b: select(a, "True", b)))
 register("aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar", kind="pointwise")(
     _bitwise_bool(lambda a, b: f"({a} != {b})"))
 

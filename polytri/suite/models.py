@@ -9,9 +9,13 @@ or a benchmark can afford.
   transformer blocks with ``scaled_dot_product_attention`` and a GELU MLP.
 - :class:`MLP`: three linear layers with GELU.
 
-:func:`build` makes one, in eval mode, with deterministic random weights and batch-norm statistics that
-are not the identity (random-init batch norm is the identity in eval mode and would hide a wrong
-lowering), and an input of its size.
+:data:`TRANSFORMERS` adds two models of the optional ``transformers`` package, built from configurations
+(:mod:`polytri.suite.models_hf`): ``bert`` and ``gpt2``, called with token ids and an attention mask.
+
+:func:`build_call` makes one, in eval mode, with deterministic random weights and norms that are not the
+identity (random-init batch norm is the identity in eval mode, and random-init layer norm has unit scale
+and no shift: either would hide a wrong lowering), and the arguments of a call at its size; :func:`build`
+does the same for the models of one input and returns that input.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from . import models_hf as hf
 
 
 def _conv_bn(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1) -> nn.Sequential:
@@ -136,24 +142,12 @@ class MLP(nn.Module):
         return self.l3(F.gelu(self.l2(F.gelu(self.l1(x)))))
 
 
-@dataclass(frozen=True)
-class Spec:
-    """A zoo model and its input, at a test size and a benchmark size."""
-
-    make: Callable[[], nn.Module]
-    test_input: tuple[int, ...]
-    bench_input: tuple[int, ...]
-    make_bench: Callable[[], nn.Module] | None = None
-    """The benchmark's model when it differs from the test's (a larger configuration)."""
+Inputs = Callable[[tuple[int, ...], torch.Generator], tuple[torch.Tensor, ...]]
+"""The arguments of a model's call at an input shape, drawn from a generator."""
 
 
-ZOO: dict[str, Spec] = {
-    "resnet": Spec(ResNet, (1, 3, 32, 32), (1, 3, 112, 112)),
-    "mobilenet": Spec(MobileNet, (1, 3, 32, 32), (1, 3, 224, 224)),
-    "vit": Spec(lambda: ViT(image=32, patch=8, d=32), (2, 3, 32, 32), (1, 3, 224, 224),
-                make_bench=lambda: ViT(image=224, patch=16, d=192, depth=4, heads=3)),
-    "mlp": Spec(lambda: MLP(64, 128), (4, 64), (4, 512), make_bench=MLP),
-}
+def _normal(shape: tuple[int, ...], gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+    return (torch.randn(shape, generator=gen),)
 
 
 def _nontrivial_norms(model: nn.Module, gen: torch.Generator) -> None:
@@ -167,13 +161,63 @@ def _nontrivial_norms(model: nn.Module, gen: torch.Generator) -> None:
             mod.bias.data.copy_(torch.rand(c, generator=gen) - 0.5)
 
 
-def build(name: str, *, bench: bool = False, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
-    """Model ``name`` of :data:`ZOO` in eval mode and an input for it (the benchmark's size if ``bench``)."""
-    spec = ZOO[name]
+@dataclass(frozen=True)
+class Spec:
+    """A zoo model and its input, at a test size and a benchmark size."""
+
+    make: Callable[[], nn.Module]
+    test_input: tuple[int, ...]
+    bench_input: tuple[int, ...]
+    make_bench: Callable[[], nn.Module] | None = None
+    """The benchmark's model when it differs from the test's (a larger configuration)."""
+    inputs: Inputs = _normal
+    """The call's arguments at the input shape (default: one tensor of normal values)."""
+    prepare: Callable[[nn.Module, torch.Generator], None] = _nontrivial_norms
+    """Sets the norms' statistics and affine parameters to values that are not the identity."""
+
+
+ZOO: dict[str, Spec] = {
+    "resnet": Spec(ResNet, (1, 3, 32, 32), (1, 3, 112, 112)),
+    "mobilenet": Spec(MobileNet, (1, 3, 32, 32), (1, 3, 224, 224)),
+    "vit": Spec(lambda: ViT(image=32, patch=8, d=32), (2, 3, 32, 32), (1, 3, 224, 224),
+                make_bench=lambda: ViT(image=224, patch=16, d=192, depth=4, heads=3)),
+    "mlp": Spec(lambda: MLP(64, 128), (4, 64), (4, 512), make_bench=MLP),
+}
+"""The models written here (no package beyond torch)."""
+
+TRANSFORMERS: dict[str, Spec] = {
+    "bert": Spec(lambda: hf.bert(hf.TEST_SIZE), (2, 16), (2, 128), make_bench=lambda: hf.bert(hf.BENCH_SIZE),
+                 inputs=hf.token_inputs, prepare=hf.nontrivial_layer_norms),
+    "gpt2": Spec(lambda: hf.gpt2(hf.TEST_SIZE), (2, 16), (2, 128), make_bench=lambda: hf.gpt2(hf.BENCH_SIZE),
+                 inputs=hf.token_inputs, prepare=hf.nontrivial_layer_norms),
+}
+"""The models of the optional ``transformers`` package (building one without it is an ImportError)."""
+
+MODELS: dict[str, Spec] = {**ZOO, **TRANSFORMERS}
+"""Every model of the zoo."""
+
+
+def build_call(name: str, *, bench: bool = False, seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """Model ``name`` of :data:`MODELS` in eval mode and the arguments of a call (the benchmark's size if
+    ``bench``)."""
+    spec = MODELS[name]
     torch.manual_seed(seed)
     model = (spec.make_bench if bench and spec.make_bench is not None else spec.make)()
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        _nontrivial_norms(model, gen)
-    x = torch.randn(spec.bench_input if bench else spec.test_input, generator=gen)
-    return model.eval(), x
+        spec.prepare(model, gen)
+    return model.eval(), spec.inputs(spec.bench_input if bench else spec.test_input, gen)
+
+
+def build(name: str, *, bench: bool = False, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
+    """Model ``name`` of :data:`ZOO` (one input) in eval mode and an input for it (the benchmark's size if
+    ``bench``)."""
+    model, args = build_call(name, bench=bench, seed=seed)
+    if len(args) != 1:
+        raise ValueError(f"zoo model {name!r} takes {len(args)} inputs: use build_call")
+    return model, args[0]
+
+
+def to_dtype(args: tuple[torch.Tensor, ...], dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """The floating-point arguments converted to ``dtype`` (token ids and masks kept as they are)."""
+    return tuple(a.to(dtype) if a.is_floating_point() else a for a in args)

@@ -1,6 +1,8 @@
 """The model zoo on this CPU: eager, Inductor and polytri side by side in one run (``polytri bench --models``).
 
-Each model of :mod:`polytri.suite.models` at its benchmark size, for each dtype and thread count asked:
+Each model of :mod:`polytri.suite.models` at its benchmark size, for each dtype and thread count asked
+(``bert`` and ``gpt2`` when ``transformers`` is installed; their token ids and attention mask stay
+integers in bfloat16):
 
 - compiled once by Inductor and once by polytri (``pt.jit``), each timed as a cold compile: both start
   from empty caches of their own (polytri's kernel cache and Inductor's FX graph cache point to fresh
@@ -88,35 +90,36 @@ def _check(name: str, dtype: str, out: Any, eager: Any, reference: Any) -> tuple
     return ok, "" if ok else f"error {err:.3g} against eager's {eager_err:.3g}"
 
 
-def run_model(name: str, dtype: str, threads: int, repeat: int) -> ModelRow:
-    """Compile, check and time model ``name`` (benchmark size) in ``dtype`` on ``threads`` threads."""
+def run_model(name: str, dtype: str, threads: int, repeat: int, *, bench: bool = True) -> ModelRow:
+    """Compile, check and time model ``name`` (benchmark size, else the tests') in ``dtype`` on ``threads``
+    threads."""
     import torch
     import torch._dynamo
 
     import polytri as pt
-    from polytri.suite.models import build
+    from polytri.suite.models import build_call, to_dtype
 
     torch.set_num_threads(threads)  # eager's and Inductor's kernels
-    model, x = build(name, bench=True)
+    model, args = build_call(name, bench=bench)
     with torch.no_grad():
-        reference = model(x).double()
+        reference = model(*args).double()
         if dtype == "bfloat16":
-            model, x = model.to(torch.bfloat16), x.to(torch.bfloat16)
-        eager = model(x)
+            model, args = model.to(torch.bfloat16), to_dtype(args, torch.bfloat16)
+        eager = model(*args)
         torch._dynamo.reset()
         t0 = time.perf_counter()
         ind = torch.compile(model, backend="inductor")
-        ind(x)
+        ind(*args)
         c_ind = time.perf_counter() - t0
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             poly = pt.jit(model, compile_options={"threads": threads})
-            out = poly(x)
+            out = poly(*args)
             c_poly = time.perf_counter() - t0
-            report = pt.explain(poly, x)  # compiles again: every kernel comes from the cache just filled
+            report = pt.explain(poly, *args)  # the graphs poly compiled, without compiling them again
         ok, detail = _check(name, dtype, out, eager, reference)
-        t_eager, t_ind, t_poly = median_ms([model, ind, poly], (x,), repeat)
+        t_eager, t_ind, t_poly = median_ms([model, ind, poly], args, repeat)
     return ModelRow(name, dtype, threads, t_eager, t_ind, t_poly, c_ind, c_poly, len(report.kernels),
                     tuple(report.fallback_ops), ok, detail)
 
@@ -190,12 +193,15 @@ def _fresh_caches() -> Iterator[Callable[[str], None]]:
                     os.environ[v] = value
 
 
-#: The models of :data:`polytri.suite.models.ZOO` (named here so that the command line does not import torch).
-MODELS = ("mlp", "mobilenet", "resnet", "vit")
+#: The models of :data:`polytri.suite.models.MODELS` (named here so that the command line does not import
+#: torch); those of :data:`TRANSFORMERS` need the ``transformers`` package.
+MODELS = ("mlp", "mobilenet", "resnet", "vit", "bert", "gpt2")
+TRANSFORMERS = ("bert", "gpt2")
 
 
 def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    parser.add_argument("--only", nargs="*", choices=MODELS, help="these models (default: every one)")
+    parser.add_argument("--only", nargs="*", choices=MODELS,
+                        help="these models (default: every one; bert and gpt2 when transformers is installed)")
     parser.add_argument("--dtypes", nargs="*", choices=DTYPES, default=list(DTYPES), help="default: both")
     parser.add_argument("--threads", nargs="*", type=int, default=[1, 2], help="thread counts (default: 1 2)")
     parser.add_argument("--model-repeat", type=int, default=5, dest="model_repeat",
@@ -209,7 +215,7 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
         raise SystemExit("polytri bench --models: --model-repeat and --threads must be at least 1")
     rows = []
     with _fresh_caches() as fresh:
-        for name in args.only or MODELS:
+        for name in selected(args.only):
             for dtype in args.dtypes:
                 for threads in args.threads:
                     print(f"  {name} {dtype} {threads} thread(s) ...", file=sys.stderr, flush=True)
@@ -217,3 +223,19 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
                     rows.append(run_model(name, dtype, threads, args.model_repeat))
     print(render(rows, getattr(args, "markdown", False)), file=out, flush=True)
     return 0 if all(r.equal for r in rows) else 1
+
+
+def selected(only: Sequence[str] | None) -> list[str]:
+    """The models to run: ``only``, or every one; without ``transformers``, the transformers models are
+    left out of the default with a line on stderr, and asking for one is an error that says what to install."""
+    import importlib.util
+    if importlib.util.find_spec("transformers") is not None:
+        return list(only or MODELS)
+    missing = [m for m in only or () if m in TRANSFORMERS]
+    if missing:
+        raise SystemExit(f"polytri bench --models: {', '.join(missing)} need(s) transformers: "
+                         "pip install 'polytri[transformers]'")
+    if not only:
+        print(f"  {', '.join(TRANSFORMERS)}: left out (transformers is not installed: "
+              "pip install 'polytri[transformers]')", file=sys.stderr, flush=True)
+    return [m for m in only or MODELS if m not in TRANSFORMERS]

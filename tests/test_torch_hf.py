@@ -1,0 +1,79 @@
+"""The zoo's transformers models (BERT and GPT-2 of ``transformers``, built from configurations) through
+both entry points: every op but the data-dependent reads runs in polytri kernels, and the result equals
+eager in float32, and in bfloat16 is no further from the float32 result than twice eager's own error.
+Skipped when ``transformers`` is not installed (the ``transformers`` extra)."""
+
+from __future__ import annotations
+
+import pathlib
+import warnings
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch._dynamo
+
+import polytri as pt
+from polytri.suite.models import TRANSFORMERS, build_call, to_dtype
+
+pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.cc
+
+#: Reads at indices taken from a tensor's values (token embeddings, the buffered token types, the
+#: mask's rows): not affine, they run in eager until polytri lowers indirect subscripts.
+DATA_DEPENDENT = {"aten.embedding.default", "aten.gather.default", "aten.index.Tensor"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pathlib.Path]:
+    """One kernel cache for the module: the second entry point finds the kernels the first compiled."""
+    mp = pytest.MonkeyPatch()
+    path = tmp_path_factory.mktemp("hf_cache")
+    mp.setenv("POLYTRI_CACHE_DIR", str(path))
+    yield path
+    mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _check_report(name: str, report: pt.ExplainReport) -> None:
+    assert report.kernels and not report.errors and not report.declined, f"{name}:\n{report}"
+    assert set(report.fallback_ops) <= DATA_DEPENDENT, f"{name}:\n{report}"
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMERS))
+def test_transformer_through_both_entry_points_equals_eager(name: str) -> None:
+    model, args = build_call(name)
+    assert args[0].dtype == torch.int64 and (args[1] == 0).any()  # token ids; a padded sequence
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # a graph falling back to eager warns
+        expected = model(*args)
+        compiled = torch.compile(model, backend="polytri")
+        torch.testing.assert_close(compiled(*args), expected, rtol=1e-3, atol=1e-4)
+        torch._dynamo.reset()
+        jitted = pt.jit(model)
+        torch.testing.assert_close(jitted(*args), expected, rtol=1e-3, atol=1e-4)
+        _check_report(name, pt.explain(jitted, *args))
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMERS))
+def test_transformer_in_bfloat16_is_as_close_to_float32_as_eager(name: str) -> None:
+    model, args = build_call(name)
+    with torch.no_grad():
+        reference = model(*args).double()
+        model, args = model.to(torch.bfloat16), to_dtype(args, torch.bfloat16)
+        assert args[0].dtype == torch.int64
+        eager_error = (model(*args).double() - reference).abs().max().item()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            report = pt.explain(model, *args)
+    _check_report(name, report)
+    assert report.result.dtype == torch.bfloat16
+    error = (report.result.double() - reference).abs().max().item()
+    assert error <= 2 * eager_error + 1e-6, f"{name}: bfloat16 error {error:.3g}, eager's {eager_error:.3g}"
