@@ -173,7 +173,10 @@ class PolytriBackend:
             return aot_module_simplified(gm, example_inputs, fw_compiler=self._compile_forward,
                                          decompositions=decompositions())
         except Exception as exc:  # noqa: BLE001 - tracing to ATen failed: this graph runs in eager
-            if isinstance(exc, OptionError) or os.environ.get("POLYTRI_DEBUG", "") not in ("", "0"):
+            # Dynamo's RestartAnalysis (dynamic shapes: TensorifyScalarRestartAnalysis) is its signal to
+            # trace again, not a failure: it goes back to Dynamo
+            if (isinstance(exc, (OptionError, torch._dynamo.exc.RestartAnalysis))
+                    or os.environ.get("POLYTRI_DEBUG", "") not in ("", "0")):
                 raise
             warnings.warn(f"polytri: graph runs in eager (tracing to ATen failed: {type(exc).__name__}: {exc})",
                           stacklevel=2)

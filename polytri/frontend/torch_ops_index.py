@@ -10,6 +10,7 @@ sees the wrapped value), and are out of range for the others, as in eager.
 
 from __future__ import annotations
 
+import ast
 import re
 
 import torch
@@ -42,7 +43,11 @@ def _source(ctx: SegmentLowering, node: fx.Node, arg: object) -> Val:
 
 
 def _wrapped(text: str, extent: str) -> str:
-    """An index that Python-style wraps when negative."""
+    """An index that Python-style wraps when negative.  An index that reads no array (an ``arange``
+    folded into the subscript) is affine and stays as it is: the bounds proof covers it, and a negative
+    value is an error there rather than a wrap."""
+    if not any(isinstance(n, ast.Subscript) for n in ast.walk(ast.parse(text, mode="eval"))):
+        return text
     return f"where({text} < 0, {text} + {extent}, {text})"
 
 
