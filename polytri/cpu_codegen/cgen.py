@@ -357,7 +357,7 @@ class _Printer:
                 + [cname(p) for p in self.p.params] + [cname(c) for c in self.counters])
         called = f"{name}({', '.join(args)});"
         if choice.verdict == "runtime":
-            self.emit(depth, f"if (pt__threads > 1 && {choice.work_text()} >= {MIN_WORK}) {{")
+            self.emit(depth, f"if ({choice.condition()}) {{")
             self.emit(depth + 1, "#pragma omp parallel num_threads(pt__threads)")
             self.emit(depth + 1, called)
             self.emit(depth, "} else {")

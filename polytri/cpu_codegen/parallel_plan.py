@@ -20,7 +20,7 @@ from ..ir.program import Program, Statement
 from ..ir.reduction import is_nan_extreme, nan_select
 from ..pipeline.decisions import Decision
 from ..schedule.loop_ast import For, Run, walk
-from ..schedule.loop_work import Work, loop_work
+from ..schedule.loop_work import Work, loop_work, trip_count
 from .cexpr import index_expr
 
 Verdict = Literal["parallel", "runtime"]
@@ -57,6 +57,17 @@ class RegionChoice:
     """The bound on its work per execution."""
     verdict: Verdict
     """``runtime`` when the generated code tests the bound, ``parallel`` when the region always opens."""
+    trips: Expr | None = None
+    """An upper bound of the loop's trip count (in the parameters and the counters outside), or ``None``:
+    a region over fewer iterations than threads leaves threads idle."""
+
+    def condition(self) -> str:
+        """C text of the test that opens the region: enough work, over enough iterations
+        (``pt__region_pays``)."""
+        if self.trips is None:
+            return f"pt__threads > 1 && {self.work_text()} >= {MIN_WORK}"
+        trips = index_expr(self.trips).text
+        return f"pt__threads > 1 && pt__region_pays({self.work_text()}, (double)({trips}), pt__threads, {MIN_WORK})"
 
     def work_text(self) -> str:
         """C text of the work bound (in ``double``)."""
@@ -74,8 +85,10 @@ class RegionChoice:
         if self.verdict == "parallel":
             text = f"{where}: an OpenMP region (its work has no affine bound)"
         elif value is None:
+            split = (", less what its iterations split unevenly over the threads leave idle"
+                     if self.trips is not None else "")
             text = (f"{where}: an OpenMP region when its work, a function of the sizes, reaches {min_work:.3g} "
-                    f"operations (tested each time the loop starts)")
+                    f"operations{split} (tested each time the loop starts)")
         else:
             verb = "an OpenMP region" if value >= min_work else "runs on one thread"
             text = f"{where}: {verb}, {value:.3g} operations per run, {min_work:.3g} needed for a region"
@@ -89,7 +102,8 @@ def choose_region(loop: For, program: Program, tested: bool = True) -> RegionCho
     weights = {s: weight(program.statement(s)) for s in stmts}
     work = loop_work(loop, weights.__getitem__)
     verdict: Verdict = "runtime" if tested and work.terms is not None else "parallel"
-    return RegionChoice(loop.var, stmts, work, verdict)
+    trip = trip_count(loop, {})
+    return RegionChoice(loop.var, stmts, work, verdict, None if trip is None else trip[0])
 
 
 __all__ = ["MIN_WORK", "RegionChoice", "choose_region", "weight"]

@@ -95,6 +95,15 @@ PT_HELPER uint16_t pt__f32_to_bf16(float f) {
 PT_HELPER float pt__round_bf16(float x) { return pt__bf16_to_f32(pt__f32_to_bf16(x)); }
 PT_HELPER float pt__sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
 PT_HELPER double pt__sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* Whether a parallel region pays: its loop of `trips` iterations, split statically over `threads`,
+   saves the fraction 1 - ceil(trips / threads) / trips of the one-thread time of `work` operations;
+   `min_work` is the break-even for a loop that splits evenly (saving 1 - 1 / threads). */
+PT_HELPER bool pt__region_pays(double work, double trips, int threads, double min_work) {
+  if (trips < 2) return false;
+  double saved = 1.0 - ceil(trips / threads) / trips;
+  return work * saved >= min_work * (1.0 - 1.0 / threads);
+}
 """
 
 _MINMAX = """\
