@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import islpy as isl
 
+from ..ir.contraction import contraction_form
 from ..ir.program import Program
 from .dependences import Dependences
 from .legality import IllegalScheduleError, prove_legal
@@ -87,7 +88,7 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
     if not any(b.width >= 2 for b in untiled.bands):
         return chosen
     l2 = cache_sizes()[2]
-    found = reuse_exceeding(prog, ast, l2)
+    found = reuse_exceeding(prog, ast, l2, blocked=_packed_contractions(prog))
     if found is None:
         return chosen
     try:
@@ -151,6 +152,13 @@ def _vector_loops_guarded(ours: Node, theirs: Node) -> str | None:
         return None
     return (f"the Pluto schedule runs {', '.join(sorted(guarded))} behind a guard on an innermost loop's "
             "counter, which keeps that loop from vectorizing; the input order does not: it is kept")
+
+
+def _packed_contractions(prog: Program) -> frozenset[str]:
+    """The statements of contraction form over a rectangular domain: the cpu target's micro-kernel packs
+    their operands into panels that fit its caches (gemm tiled ran as fast as untiled), so their reuse is
+    not a reason to tile."""
+    return frozenset(st.name for st in prog.statements if contraction_form(st) is not None and st.domain.is_box())
 
 
 def _parallel_depths(names: list[str], pluto: float, original: float) -> str:

@@ -34,6 +34,8 @@ class Reuse:
 
     loop: str
     """The loop's counter (``c1``)."""
+    statement: str
+    """The statement of the reused access."""
     access: str
     """The reused access, ``S0: A[j, k]``."""
     footprint: Expr
@@ -44,18 +46,19 @@ class Reuse:
 
 
 def loop_reuse(program: Program, ast: Node) -> list[Reuse]:
-    """Each loop of ``ast`` that carries temporal reuse, with the bytes one of its iterations touches
-    (loops whose bounds are not affine, or whose footprint involves the counters of loops around them,
-    are left out)."""
+    """Each loop of ``ast`` that carries temporal reuse and whose iterations sweep some array in two or
+    more dimensions, with the bytes one of its iterations touches (loops whose bounds are not affine, or
+    whose footprint involves the counters of loops around them, are left out)."""
     found: list[Reuse] = []
     _visit(program, ast, {}, found)
     return found
 
 
-def reuse_exceeding(program: Program, ast: Node, cache_bytes: int) -> tuple[Expr, list[Reuse]] | None:
-    """``footprint_1 > cache or footprint_2 > cache or ...`` over the loops of ``ast`` that carry reuse,
-    with those loops; ``None`` when no loop carries reuse."""
-    reuse = loop_reuse(program, ast)
+def reuse_exceeding(program: Program, ast: Node, cache_bytes: int,
+                    blocked: frozenset[str] = frozenset()) -> tuple[Expr, list[Reuse]] | None:
+    """``footprint_1 > cache or footprint_2 > cache or ...`` over the loops of ``ast`` that carry reuse
+    (of statements not in ``blocked``), with those loops; ``None`` when no loop carries reuse."""
+    reuse = [r for r in loop_reuse(program, ast) if r.statement not in blocked]
     if not reuse:
         return None
     cond: Expr | None = None
@@ -89,11 +92,11 @@ def _visit(program: Program, n: Node, ranges: dict[str, Range], found: list[Reus
 def _reuse_of(program: Program, loop: For, ranges: Mapping[str, Range]) -> Reuse | None:
     """The reuse ``loop`` carries, if any, with its footprint."""
     sizes: dict[str, tuple[int, Expr]] = {}   # array -> (number of loops its subscripts move with, bytes)
-    reused: str | None = None
+    reused: tuple[str, str] | None = None
     for run, loops, acc in _accesses(program, loop.body, ranges):
         moved = set().union(*(var_names(e, "iter") for e in acc.index)) if acc.index else set()
         if loop.var not in moved and reused is None and acc.index:
-            reused = f"{run.statement}: {expr_to_str(acc)}"
+            reused = (run.statement, f"{run.statement}: {expr_to_str(acc)}")
         trips = [trip for var, trip in loops if var in moved]
         if any(var_names(t, "iter") for t in trips):
             return None   # the footprint depends on counters outside the loop
@@ -102,13 +105,13 @@ def _reuse_of(program: Program, loop: For, ranges: Mapping[str, Range]) -> Reuse
             size = Binary("*", size, t)
         if acc.array not in sizes or len(trips) > sizes[acc.array][0]:
             sizes[acc.array] = (len(trips), size)
-    if reused is None:
-        return None
+    if reused is None or max(n for n, _ in sizes.values()) < 2:
+        return None   # an iteration that sweeps rows only: a row fits the cache at any practical size
     total: Expr | None = None
     for _, size in sizes.values():
         total = size if total is None else Binary("+", total, size)
     assert total is not None
-    return Reuse(loop.var, reused, total)
+    return Reuse(loop.var, reused[0], reused[1], total)
 
 
 def _accesses(program: Program, n: Node, ranges: Mapping[str, Range],
