@@ -8,6 +8,7 @@ from typing import Any
 
 from ..fusion.cost import BALANCE
 from ..ir.program import Program
+from ..ir.types import program_typer
 from ..pipeline.decisions import Decision
 from ..pipeline.options import CpuOptions
 from ..pipeline.target import Target
@@ -23,6 +24,7 @@ from .build import (
     vector_math_flags,
 )
 from .cgen import CodegenOptions, generate_c
+from .contraction import find_domain_contraction
 from .contraction_fusion import read_back_by_epilogues
 from .contraction_model import describe
 from .fork_cost import fork_cost
@@ -44,8 +46,11 @@ class CpuTarget(Target):
 
     def schedule(self, program: Program, deps: Dependences, opts: dict[str, Any], *, built: bool
                  ) -> tuple[Schedule, list[str], Node]:
+        typer = program_typer(program)
+        packed = frozenset(st.name for st in program.statements  # the micro-kernel blocks these itself
+                           if opts["microkernel"] and find_domain_contraction(st, program, typer))
         return choose_schedule(program, deps, opts["schedule"], opts["fuse"], opts["tile"], opts["tile_size"],
-                               vector_loops=True)
+                               vector_loops=True, packed=packed)
 
     def generate(self, program: Program, deps: Dependences, schedule: Schedule, ast: Node, *,
                  opts: dict[str, Any], decisions: list[Decision], scratch: frozenset[str],

@@ -30,12 +30,14 @@ log = logging.getLogger("polytri.schedule")
 
 def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
                     tile: bool | None = False, tile_size: int | None = None,
-                    *, vector_loops: bool = False) -> tuple[Schedule, list[str], Node]:
+                    *, vector_loops: bool = False, packed: frozenset[str] = frozenset()
+                    ) -> tuple[Schedule, list[str], Node]:
     """The schedule to generate code from, proved legal, with the decisions and its loop AST; the original
     order when the scheduler fails or its result cannot be proved legal (with a warning: never wrong
     code).  ``vector_loops``: the target vectorizes innermost loops (the CPU), so ``auto`` also keeps the
     input order where Pluto's schedule guards an innermost loop on its own counter (on GPUs such a guard
-    is a mask)."""
+    is a mask).  ``packed``: statements the target blocks for its caches itself (the cpu micro-kernel's
+    contractions): their reuse does not make ``auto`` tile."""
     original = original_schedule(prog, deps)
     prove_legal(original.map, deps, what=f"{prog.name}: the original order")
     if kind == "original":
@@ -71,13 +73,13 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
             log.info("%s: %s", prog.name, why)
             chosen = (original, [f"schedule: the original order, because {why}"] + decisions, theirs)
     if kind == "auto" and tile is None and sched is untiled:
-        return _tiled_where_reuse_exceeds_cache(prog, deps, untiled, chosen, tile_size, vector_loops)
+        return _tiled_where_reuse_exceeds_cache(prog, deps, untiled, chosen, tile_size, vector_loops, packed)
     return chosen
 
 
 def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: Schedule,
                                      chosen: tuple[Schedule, list[str], Node], tile_size: int | None,
-                                     vector_loops: bool) -> tuple[Schedule, list[str], Node]:
+                                     vector_loops: bool, packed: frozenset[str]) -> tuple[Schedule, list[str], Node]:
     """``chosen``, or, where a loop of its AST carries reuse (:mod:`.reuse`), an AST that runs the tiled
     Pluto schedule when what one iteration of such a loop touches exceeds the L2 cache at the sizes of
     the call, and ``chosen``'s otherwise.  Both are proved legal; the choice is made by the kernel.  Not
@@ -88,7 +90,7 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
     if not any(b.width >= 2 for b in untiled.bands):
         return chosen
     l2 = cache_sizes()[2]
-    found = reuse_exceeding(prog, ast, l2, blocked=_packed_contractions(prog))
+    found = reuse_exceeding(prog, ast, l2, blocked=_packed_contractions(prog) | packed)
     if found is None:
         return chosen
     try:

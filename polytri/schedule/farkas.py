@@ -106,7 +106,9 @@ def matrix(rows: Sequence[Mapping[int, int]], cols: int) -> isl.Mat:
         m = zero
         for col, v in entries.items():
             if v:
-                m = m.set_element_val(0, col, v)
+                # an isl.Val, not a Python int: islpy converts an int by trying overloads, which throws
+                # (and catches) a C++ exception that AddressSanitizer's interceptor cannot handle
+                m = m.set_element_val(0, col, isl.Val.int_from_si(_CTX, v))
         mats.append(m)
     return _stack(mats, cols)
 
