@@ -1,4 +1,5 @@
-"""What the test modules share: the hypothesis profile every property test runs under.
+"""What the test modules share: the hypothesis profile every property test runs under, and a fixture
+that checks a compiled suite kernel against ``pt.reference``.
 
 The profile is deterministic (the same examples on every run, nothing read from or written to a database,
 no deadline: compile times vary with the machine's load), so CI and a developer see the same cases.
@@ -8,10 +9,35 @@ no deadline: compile times vary with the machine's load), so CI and a developer 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", derandomize=True, database=None, deadline=None,
                           suppress_health_check=list(HealthCheck))
 settings.register_profile("explore", deadline=None, suppress_health_check=list(HealthCheck))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def suite_kernel_agrees() -> Callable[..., None]:
+    """``check(compiled, name, params)``: run ``compiled`` (a compiled suite kernel) on the suite's inputs
+    at those of ``params`` the program has, and compare every array with ``pt.reference``."""
+    import polytri as pt
+    from polytri.ir.builder import to_program
+    from polytri.suite import KERNELS, copy_args, make_args
+
+    def check(compiled: Any, name: str, params: dict[str, int]) -> None:
+        kern = KERNELS[name]
+        prog = to_program(kern.build())
+        args = make_args(kern, {p: v for p, v in params.items() if p in prog.params})
+        want = copy_args(args)
+        pt.reference(kern.build(), **want)
+        compiled(**args)
+        for n, v in args.items():
+            if isinstance(v, np.ndarray):
+                np.testing.assert_allclose(v, want[n], rtol=1e-9, atol=1e-12, err_msg=f"{name}: {n}")
+    return check

@@ -85,8 +85,8 @@ def _edges() -> list[dict]:
             dict(M=b.mr + 2, N=b.nc + b.nr + 3, K=2 * b.kc - 1)]
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("case", range(4))
+@pytest.mark.parametrize("case,threads", [(c, t) for c in range(3) for t in (1, 2)]
+                         + [(3, 1), pytest.param(3, 2, marks=pytest.mark.slow)])
 def test_bf16_gemm_equals_the_float32_reference_at_block_edges(case: int, threads: int) -> None:
     _check(_gemm(), _edges()[case], {"threads": threads})
 
@@ -153,8 +153,13 @@ PAIRS = [("uint8", "int8", "u8s8x4"), ("int8", "uint8", "s8u8x4"), ("int8", "int
          ("uint8", "uint8", "i16x2")]
 
 
-@pytest.mark.parametrize("left,right,kernel", PAIRS)
-@pytest.mark.parametrize("case", range(4))
+# the largest case (3, past a block of every level) costs 25-45 s a pair on a 2-core machine: the default
+# run keeps it for the first pair, `make fuzz` (marker slow) runs it for the others
+_INT_CASES = [pytest.param(left, right, kernel, case, marks=[pytest.mark.slow] if case == 3 and k else [])
+              for k, (left, right, kernel) in enumerate(PAIRS) for case in range(4)]
+
+
+@pytest.mark.parametrize("left,right,kernel,case", _INT_CASES)
 def test_8bit_integer_gemm_equals_the_reference(left: str, right: str, kernel: str, case: int) -> None:
     _int_check(_int_gemm(left, right), _edges()[case], {"threads": 1 + case % 2}, kernel=kernel)
 
@@ -184,7 +189,8 @@ def avx2_only(monkeypatch: pytest.MonkeyPatch):
     vector_bytes.cache_clear()
 
 
-@pytest.mark.parametrize("left,right", [("uint8", "int8"), ("int8", "int8"), ("uint8", "uint8")])
+@pytest.mark.parametrize("left,right", [("uint8", "int8"), pytest.param("int8", "int8", marks=pytest.mark.slow),
+                                        pytest.param("uint8", "uint8", marks=pytest.mark.slow)])
 def test_avx2_machines_sum_8bit_integers_with_vpmaddwd(avx2_only: None, left: str, right: str) -> None:
     """On AVX2 every pairing is widened to int16 pairs and summed with ``vpmaddwd`` (6 x 16 blocks), also
     at the block edges, transposed, and in the plain version."""

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import polytri as pt
@@ -13,7 +12,7 @@ from polytri.schedule import choose
 from polytri.schedule.dependences import compute_dependences
 from polytri.schedule.loop_ast import If
 from polytri.schedule.reuse import loop_reuse, reuse_exceeding
-from polytri.suite import KERNELS, copy_args, make_args
+from polytri.suite import KERNELS
 
 pytestmark = pytest.mark.cc
 
@@ -49,19 +48,11 @@ def test_row_sweeps_and_packed_contractions_are_not_versioned(name: str) -> None
         assert loop_reuse(prog, ast) == []
 
 
-@pytest.mark.parametrize("name", ["syrk", "jacobi_2d", "heat_3d", "covariance", "trmm"])
-def test_the_tiled_version_is_right(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("name", ["syrk", "jacobi_2d", "covariance"])
+def test_the_tiled_version_is_right(name: str, monkeypatch: pytest.MonkeyPatch, suite_kernel_agrees) -> None:
     # a 64-byte "cache" makes the tiled version run at test sizes
     monkeypatch.setattr(choose, "cache_sizes", lambda: {1: 64, 2: 64, 3: 64})
     kern = KERNELS[name]
     k = pt.compile(kern.build(), options={"threads": 2})
     assert k.schedule_info.origin.endswith("+tiled by size"), k.schedule_info.origin
-    params = {"T": 4, "N": 23, "M": 19}
-    prog = to_program(kern.build())
-    args = make_args(kern, {p: v for p, v in params.items() if p in prog.params})
-    want = copy_args(args)
-    pt.reference(kern.build(), **want)
-    k(**args)
-    for n, v in args.items():
-        if isinstance(v, np.ndarray):
-            np.testing.assert_allclose(v, want[n], rtol=1e-9, atol=1e-12, err_msg=f"{name}: {n}")
+    suite_kernel_agrees(k, name, {"T": 4, "N": 23, "M": 19})

@@ -84,8 +84,9 @@ class CpuOptions:
     fuse: Fusion = "smart"
     """fusion policy of the scheduler: 'smart', 'max', 'none' or 'outer'"""
     tile: bool | None = None
-    """tile the permutable bands of the Pluto schedule: True, False, or None (schedule='auto' decides;
-    'pluto' alone does not tile)"""
+    """tile the permutable bands of the Pluto schedule: True, False, or None (schedule='auto' decides,
+    where tiling is the only parallelism or, chosen at each call, where a loop's reuse outgrows the L2
+    cache; 'pluto' alone does not tile)"""
     tile_size: int | None = field(default=None, metadata=checked(positive))
     """tile side for every band dimension (default: from a model of the L2 cache)"""
     openmp: bool = True
