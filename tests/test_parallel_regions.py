@@ -114,7 +114,7 @@ def test_the_threshold_is_the_kernels_own_and_explained() -> None:
     assert f"double {MIN_WORK}" in k.source.split("void pt_jacobi_2d(")[1].split(")")[0]
     regions = [d for d in k.decision_records if d.kind.startswith("region")]
     assert regions and all(d.kind == "region-runtime" and d.data["min_work"] == 12345 for d in regions)
-    assert all(d.text in k.explain() for d in regions) and "1.23e+04 operations" in regions[0].text
+    assert all(d.text in k.explain() for d in regions) and any("1.23e+04 operations" in d.text for d in regions)
 
 
 @pytest.mark.parametrize("bad", [-1, "many", True, float("nan")])

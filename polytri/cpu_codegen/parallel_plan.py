@@ -26,6 +26,8 @@ from .cexpr import index_expr
 Verdict = Literal["parallel", "runtime"]
 """``parallel``: the region always opens; ``runtime``: it opens when its work reaches the threshold."""
 MIN_WORK = "pt__min_parallel_work"
+MAX_BOUND_CHARS = 2000
+"""Longest work bound printed in a region's test (see :meth:`RegionChoice.condition`)."""
 """The generated function's argument holding the threshold."""
 
 
@@ -62,12 +64,21 @@ class RegionChoice:
     a region over fewer iterations than threads leaves threads idle."""
 
     def condition(self) -> str:
-        """C text of the test that opens the region: enough work, over enough iterations
-        (``pt__region_pays``)."""
+        """C text of the test that opens the region: enough work (tested first: the common, cheap
+        refusal), over enough iterations (``pt__region_pays``).  A work bound whose text outgrows
+        :data:`MAX_BOUND_CHARS` (the bounds of loops split around guards inside time tiles, substituted
+        into one another) is not printed: such a region opens whenever its loop has two iterations."""
         if self.trips is None:
             return f"pt__threads > 1 && {self.work_text()} >= {MIN_WORK}"
         trips = index_expr(self.trips).text
-        return f"pt__threads > 1 && pt__region_pays({self.work_text()}, (double)({trips}), pt__threads, {MIN_WORK})"
+        if self.bound_too_long():
+            return f"pt__threads > 1 && (double)({trips}) >= 2.0"
+        work = self.work_text()
+        return (f"pt__threads > 1 && {work} >= {MIN_WORK} && "
+                f"pt__region_pays({work}, (double)({trips}), pt__threads, {MIN_WORK})")
+
+    def bound_too_long(self) -> bool:
+        return self.work.terms is not None and len(self.work_text()) > MAX_BOUND_CHARS
 
     def work_text(self) -> str:
         """C text of the work bound (in ``double``)."""
@@ -85,6 +96,11 @@ class RegionChoice:
         if self.verdict == "parallel":
             text = f"{where}: an OpenMP region (its work has no affine bound)"
         elif value is None:
+            if self.trips is not None and self.bound_too_long():
+                return Decision("codegen", f"region-{self.verdict}", self.loop,
+                                f"{where}: an OpenMP region when its loop has two iterations or more (its work "
+                                f"bound is too long an expression to test)",
+                                {"min_work": min_work, "work": value, "statements": self.statements})
             split = (", less what its iterations split unevenly over the threads leave idle"
                      if self.trips is not None else "")
             text = (f"{where}: an OpenMP region when its work, a function of the sizes, reaches {min_work:.3g} "

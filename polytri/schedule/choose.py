@@ -100,11 +100,13 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
         log.info("%s: no tiled version: %s", prog.name, exc)
         return chosen
     cond, reuse = found
-    tiled_ast = build_loop_ast(prog, tiled, deps, separate_guards=vector_loops)
+    tiled_ast = build_loop_ast(prog, tiled, deps)   # unsplit: cheaper, and splitting keeps the loops' flags
     lost = _parallelism_lost(prog, tiled_ast, ast)
     if lost is not None:   # adi, gramschmidt: the tiles' wavefront runs fewer loops in parallel
         log.info("%s: no tiled version, because %s", prog.name, lost.replace("the Pluto schedule", "the tiled one"))
         return chosen
+    if vector_loops:
+        tiled_ast = build_loop_ast(prog, tiled, deps, separate_guards=True)
     why = (f"tiling: the {tiled.origin} schedule runs where the data one iteration of a loop rereads "
            f"exceed the L2 cache ({l2 >> 10} KiB), the {sched.origin} one otherwise: "
            + "; ".join(r.text() for r in reuse))
