@@ -28,13 +28,13 @@ def test_blur_keeps_rows_outer_and_columns_inner():
     assert loop_rows[-1] == "x"
 
 
-def test_auto_keeps_the_input_order_of_a_stencil_and_adds_its_tiles_by_size():
+def test_auto_keeps_the_input_order_of_a_stencil_whatever_its_size():
     prog = KERNELS["jacobi_2d"].build()
     auto = pt.compile(prog)
     # untiled, Pluto's skew loses the parallel loop: the input order is kept; tiled, the wavefront over
-    # tiles gives it back, and the tiles run where a time step sweeps more than the L2 cache
-    assert auto.schedule_info.origin == "original/pluto+tiled by size"
-    assert "the input order is kept" in auto.explain() and "tiling: the pluto+tiled schedule runs" in auto.explain()
+    # tiles gives it back, but ran 1.34x slower on two threads at PolyBench's LARGE size: no tiled version
+    assert auto.schedule_info.origin == "original"
+    assert "the input order is kept" in auto.explain() and "tiling:" not in auto.explain()
     forced = pt.compile(prog, options={"schedule": "pluto"})
     assert forced.schedule_info.origin == "pluto"
     assert forced.schedule_info.rows[1]["S0"] == "2*t + i"

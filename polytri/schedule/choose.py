@@ -72,7 +72,7 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
         if why is not None:
             log.info("%s: %s", prog.name, why)
             chosen = (original, [f"schedule: the original order, because {why}"] + decisions, theirs)
-    if kind == "auto" and tile is None and sched is untiled:
+    if kind == "auto" and tile is None and sched is untiled and chosen[0] is sched:
         return _tiled_where_reuse_exceeds_cache(prog, deps, untiled, chosen, tile_size, vector_loops, packed)
     return chosen
 
@@ -82,10 +82,12 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
                                      vector_loops: bool, packed: frozenset[str]) -> tuple[Schedule, list[str], Node]:
     """``chosen``, or, where a loop of its AST carries reuse (:mod:`.reuse`), an AST that runs the tiled
     Pluto schedule when what one iteration of such a loop touches exceeds the L2 cache at the sizes of
-    the call, and ``chosen``'s otherwise.  Both are proved legal; the choice is made by the kernel.  Not
-    where the tiled AST runs some statement with its outermost parallel loop deeper than ``chosen``
-    (:func:`_parallelism_lost`): adi's tiles, one wavefront over sweeps that are parallel in the input
-    order, took 1.5x its time at PolyBench's LARGE size."""
+    the call, and ``chosen``'s otherwise.  Both are proved legal; the choice is made by the kernel.  Only
+    where ``chosen`` is Pluto's schedule: where the input order was kept (Pluto's untiled schedule lost its
+    parallel loops), the tiles' wavefront gave them back at a cost: jacobi-2d ran 1.34x slower tiled at
+    PolyBench's LARGE size on two threads (fdtd-2d 1.33x faster, heat-3d 1.09x).  Not where the tiled AST
+    runs some statement with its outermost parallel loop deeper than ``chosen`` (:func:`_parallelism_lost`):
+    adi's tiles, one wavefront over sweeps that are parallel in the input order, took 1.5x its time."""
     sched, decisions, ast = chosen
     if not any(b.width >= 2 for b in untiled.bands):
         return chosen
