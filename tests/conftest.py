@@ -1,5 +1,5 @@
-"""What the test modules share: the hypothesis profile every property test runs under, and a fixture
-that checks a compiled suite kernel against ``pt.reference``.
+"""What the test modules share: the hypothesis profile every property test runs under, a fixture that
+checks a compiled suite kernel against ``pt.reference``, and the model tests' kernel cache and Dynamo reset.
 
 The profile is deterministic (the same examples on every run, nothing read from or written to a database,
 no deadline: compile times vary with the machine's load), so CI and a developer see the same cases.
@@ -9,7 +9,8 @@ no deadline: compile times vary with the machine's load), so CI and a developer 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import pathlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -41,3 +42,22 @@ def suite_kernel_agrees() -> Callable[..., None]:
             if isinstance(v, np.ndarray):
                 np.testing.assert_allclose(v, want[n], rtol=1e-9, atol=1e-12, err_msg=f"{name}: {n}")
     return check
+
+
+@pytest.fixture(scope="module")
+def module_kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pathlib.Path]:
+    """One kernel cache for the module: a second entry point finds the kernels the first compiled."""
+    mp = pytest.MonkeyPatch()
+    path = tmp_path_factory.mktemp("kernel_cache")
+    mp.setenv("POLYTRI_CACHE_DIR", str(path))
+    yield path
+    mp.undo()
+
+
+@pytest.fixture
+def fresh_dynamo() -> Iterator[None]:
+    """Dynamo's caches reset before and after the test (a test compiles the model afresh)."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()

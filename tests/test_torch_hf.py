@@ -5,9 +5,7 @@ Skipped when ``transformers`` is not installed (the ``transformers`` extra)."""
 
 from __future__ import annotations
 
-import pathlib
 import warnings
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -18,25 +16,7 @@ from polytri.suite.models import TRANSFORMERS, build_call, to_dtype
 
 pytest.importorskip("transformers")
 
-pytestmark = pytest.mark.cc
-
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pathlib.Path]:
-    """One kernel cache for the module: the second entry point finds the kernels the first compiled."""
-    mp = pytest.MonkeyPatch()
-    path = tmp_path_factory.mktemp("hf_cache")
-    mp.setenv("POLYTRI_CACHE_DIR", str(path))
-    yield path
-    mp.undo()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = [pytest.mark.cc, pytest.mark.usefixtures("module_kernel_cache", "fresh_dynamo")]
 
 
 def _check_report(name: str, report: pt.ExplainReport) -> None:

@@ -4,9 +4,7 @@ float32 result than twice eager's own bfloat16 error."""
 
 from __future__ import annotations
 
-import pathlib
 import warnings
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -15,24 +13,7 @@ import torch._dynamo
 import polytri as pt
 from polytri.suite.models import ZOO, build
 
-pytestmark = pytest.mark.cc
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pathlib.Path]:
-    """One kernel cache for the module: ``pt.jit`` finds the kernels ``pt.explain`` compiled."""
-    mp = pytest.MonkeyPatch()
-    path = tmp_path_factory.mktemp("zoo_cache")
-    mp.setenv("POLYTRI_CACHE_DIR", str(path))
-    yield path
-    mp.undo()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = [pytest.mark.cc, pytest.mark.usefixtures("module_kernel_cache", "fresh_dynamo")]
 
 
 @pytest.mark.parametrize("name", sorted(ZOO))

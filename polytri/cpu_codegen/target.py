@@ -46,9 +46,11 @@ class CpuTarget(Target):
 
     def schedule(self, program: Program, deps: Dependences, opts: dict[str, Any], *, built: bool
                  ) -> tuple[Schedule, list[str], Node]:
-        typer = program_typer(program)
-        packed = frozenset(st.name for st in program.statements  # the micro-kernel blocks these itself
-                           if opts["microkernel"] and find_domain_contraction(st, program, typer))
+        packed: frozenset[str] = frozenset()
+        if opts["microkernel"] and opts["schedule"] == "auto" and opts["tile"] is None:  # read by tiling by size
+            typer = program_typer(program)
+            packed = frozenset(st.name for st in program.statements  # the micro-kernel blocks these itself
+                               if find_domain_contraction(st, program, typer))
         return choose_schedule(program, deps, opts["schedule"], opts["fuse"], opts["tile"], opts["tile_size"],
                                vector_loops=True, packed=packed)
 
