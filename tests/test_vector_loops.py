@@ -9,7 +9,7 @@ import pytest
 
 import polytri as pt
 from polytri.ir.builder import to_program
-from polytri.schedule.dependences import compute_dependences
+from polytri.schedule.dependences import Dependences, compute_dependences
 from polytri.schedule.loop_ast import For, If, build_loop_ast, guarded_in_innermost, walk
 from polytri.schedule.schedule import Schedule, parallel_dimensions
 
@@ -28,7 +28,7 @@ def _shifted_pair(backward: bool) -> pt.Program:
     return p
 
 
-def _schedule(prog, text: str) -> Schedule:
+def _schedule(prog, text: str) -> tuple[Schedule, Dependences]:
     import islpy as isl
     umap = isl.UnionMap(text)
     deps = compute_dependences(prog)

@@ -71,9 +71,9 @@ class RegionChoice:
         if self.trips is None:
             return f"pt__threads > 1 && {self.work_text()} >= {MIN_WORK}"
         trips = index_expr(self.trips).text
-        if self.bound_too_long():
-            return f"pt__threads > 1 && (double)({trips}) >= 2.0"
         work = self.work_text()
+        if len(work) > MAX_BOUND_CHARS:
+            return f"pt__threads > 1 && (double)({trips}) >= 2.0"
         return (f"pt__threads > 1 && {work} >= {MIN_WORK} && "
                 f"pt__region_pays({work}, (double)({trips}), pt__threads, {MIN_WORK})")
 

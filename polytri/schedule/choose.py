@@ -87,7 +87,7 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
     parallel loops), the tiles' wavefront gave them back at a cost: jacobi-2d ran 1.34x slower tiled at
     PolyBench's LARGE size on two threads (fdtd-2d 1.33x faster, heat-3d 1.09x).  Not where the tiled AST
     runs some statement with its outermost parallel loop deeper than ``chosen`` (:func:`_parallelism_lost`):
-    adi's tiles, one wavefront over sweeps that are parallel in the input order, took 1.5x its time."""
+    a wavefront over tiles in place of a parallel loop."""
     sched, decisions, ast = chosen
     if not any(b.width >= 2 for b in untiled.bands):
         return chosen
@@ -104,7 +104,7 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
     cond, reuse = found
     tiled_ast = build_loop_ast(prog, tiled, deps)   # unsplit: cheaper, and splitting keeps the loops' flags
     lost = _parallelism_lost(prog, tiled_ast, ast)
-    if lost is not None:   # adi, gramschmidt: the tiles' wavefront runs fewer loops in parallel
+    if lost is not None:   # gramschmidt: the tiles' wavefront runs fewer loops in parallel
         log.info("%s: no tiled version, because %s", prog.name, lost.replace("the Pluto schedule", "the tiled one"))
         return chosen
     if vector_loops:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..ir.expr import Binary, Call, Const, Expr, Unary, Var, var_names
+from ..ir.islutil import maps
 from ..ir.program import Program
 from .dependences import Dependences
 from .schedule import Schedule, carries, loop_is_parallel, time_dependences
@@ -107,12 +108,6 @@ _COUNTER = re.compile(r"c(\d+)$")
 MAX_LANE_STATEMENTS = 8
 
 
-def _maps(umap: isl.UnionMap) -> list[isl.Map]:
-    out: list[isl.Map] = []
-    umap.foreach_map(out.append)
-    return out
-
-
 class _Converter:
     def __init__(self, params: set[str], schedule: Schedule, deps: Dependences | None):
         self.params = params
@@ -137,7 +132,7 @@ class _Converter:
         if self.deps is None or len(set(order)) != len(order) or len(order) > MAX_LANE_STATEMENTS:
             return False
         place = {name: k for k, name in enumerate(order)}
-        for dep in _maps(self.deps.all):
+        for dep in maps(self.deps.all):
             src, dst = dep.get_tuple_name(isl.dim_type.in_), dep.get_tuple_name(isl.dim_type.out)
             if src not in place or dst not in place or place[src] < place[dst]:
                 continue

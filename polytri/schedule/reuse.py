@@ -119,7 +119,7 @@ def _accesses(program: Program, n: Node, ranges: Mapping[str, Range],
     """Every array access run inside ``n``, in terms of the loop counters, with the loops (counter, trip
     count) between ``n`` and it."""
     if isinstance(n, Run):
-        st = next(s for s in program.statements if s.name == n.statement)
+        st = program.statement(n.statement)
         env = dict(zip(st.iterators, n.args))
         out = []
         for acc in (st.target, *st.reads):
