@@ -64,7 +64,7 @@ def test_bad_schedule_options_are_errors():
 def test_auto_tiles_a_sweep_with_no_other_parallelism():
     # seidel-2d: neither the input order nor Pluto's band has a parallel loop; a wavefront over tiles does
     k = pt.compile(KERNELS["seidel_2d"].build())
-    assert k.schedule_info.origin == "pluto+tiled"
+    assert k.schedule_info.origin == "pluto+tiled/pluto by tile count"
     assert any("wavefront" in d for d in k.schedule_info.decisions)
     assert "#pragma omp parallel num_threads" in k.source and "#pragma omp for" in k.source
 
@@ -142,3 +142,31 @@ def test_auto_keeps_the_input_order_where_pluto_guards_an_innermost_loop():
     # a GPU target masks guards: the rule is the CPU's
     _, gpu_decisions, _ = choose_schedule(prog, deps, "auto", "smart")
     assert not any("guard" in d for d in gpu_decisions)
+
+
+def test_a_wavefront_with_one_tile_per_step_runs_untiled(suite_kernel_agrees):
+    """floyd-warshall's wavefront over 32 x 512 tiles has one tile per step up to N = 512: the kernel runs
+    the untiled schedule there, the tiles past it; both branches compute what the reference does."""
+    from polytri.ir.affine import evaluate
+    from polytri.ir.builder import to_program
+    from polytri.ir.expr import Binary, Const
+    from polytri.schedule.choose import choose_schedule
+    from polytri.schedule.dependences import compute_dependences
+    from polytri.schedule.loop_ast import If
+    prog = to_program(KERNELS["floyd_warshall"].build())
+    sched, decisions, ast = choose_schedule(prog, compute_dependences(prog), "auto", "smart", None, vector_loops=True)
+    assert isinstance(ast, If) and sched.origin == "pluto+tiled/pluto by tile count"
+    assert any(d.startswith("tiling: the wavefront over tiles runs where some parallel loop") for d in decisions)
+    assert isinstance(ast.cond, Binary) and ast.cond.op == "or"   # two tiles at once, or path outgrows L2
+    tiles, reuse = ast.cond.lhs, ast.cond.rhs
+    assert isinstance(tiles, Binary) and tiles.op == ">=" and tiles.rhs == Const(2)
+    assert evaluate(tiles.lhs, {"N": 512}) == 1 and evaluate(tiles.lhs, {"N": 513}) == 2
+    assert isinstance(reuse, Binary) and reuse.op == ">" and evaluate(reuse.lhs, {"N": 500}) == 8 * 500 * 500
+    k = pt.compile(KERNELS["floyd_warshall"].build(), options={"threads": 1})   # one thread: the test's
+    suite_kernel_agrees(k, "floyd_warshall", {"N": 24})                      # sibling worker is busy
+    args = make_args(KERNELS["floyd_warshall"], {"N": 520})
+    path = args["path"].copy()
+    for m in range(520):   # exact: the inputs have no negative cycle, so row and column m keep their values
+        np.minimum(path, path[:, m:m + 1] + path[m:m + 1, :], out=path)
+    k(**args)
+    np.testing.assert_array_equal(args["path"], path)
