@@ -17,6 +17,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+# The test workers share the cores (pytest-xdist runs one per core), so the kernels' OpenMP threads that
+# wait at a barrier sleep instead of spinning: a spinning thread takes the core its team mate (or the
+# other worker) needs, and a region of a two-thread test kernel once took 25 s instead of 0.6 s.  Set
+# before anything loads libgomp, which reads it once.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
 settings.register_profile("ci", derandomize=True, database=None, deadline=None,
                           suppress_health_check=list(HealthCheck))
 settings.register_profile("explore", deadline=None, suppress_health_check=list(HealthCheck))
@@ -61,3 +67,4 @@ def fresh_dynamo() -> Iterator[None]:
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
+

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracles import contraction_reference
 
 import polytri as pt
 from polytri.cpu_codegen.contraction import blocking
@@ -47,7 +48,7 @@ def _args(prog: pt.Program, params: dict, seed: int = 0) -> dict:
 def _check(prog: pt.Program, params: dict, options: dict | None = None, *, packed: bool = True) -> None:
     args = _args(prog, params)
     want = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
-    pt.reference(prog, **want)
+    contraction_reference(prog, **want)
     k = pt.compile(prog, "cpu", options=options)
     assert (MARK in k.source) == packed, k.source
     k(**args)
@@ -162,7 +163,7 @@ def test_fma_fuses_the_micro_kernel_only_and_stays_close(body: str) -> None:
     params = {"M": 37, "N": 70, "K": 300}
     args = _args(prog, params)
     want = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
-    pt.reference(prog, **want)
+    contraction_reference(prog, **want)
     fused = pt.compile(prog, "cpu", options={"fma": True})
     assert 'optimize("fp-contract=fast")' in fused.source and MARK in fused.source
     assert 'fp-contract=fast' not in pt.compile(prog, "cpu").source
@@ -284,3 +285,41 @@ def test_epilogues_that_do_not_match_the_nest_keep_their_own(epilogue: str, j_fr
     kern = _run_epilogue(prog, params, {})
     assert "sums are complete" not in kern.source and MARK in kern.source
     assert not any("run on each block" in d for d in kern.decisions)
+
+
+@pytest.mark.parametrize("body, dtype, shapes, order", [
+    ("C[i, j] += alpha * A[i, k] * B[k, j]", "float32", (("M", "K"), ("K", "N")), "ikj"),
+    ("C[i, j] -= A[i, k] * (alpha * B[k, j])", "float32", (("M", "K"), ("K", "N")), "kji"),
+    ("C[i, j] += A[i, k] * B[j, k]", "float64", (("M", "K"), ("N", "K")), "ijk"),
+    ("C[i, j] += float32(A[i, k]) * float32(B[k, j])", "bfloat16", (("M", "K"), ("K", "N")), "ikj"),
+    ("C[i, j] = C[i, j] * alpha + A[i, k]", "float32", (("M", "K"), ("K", "N")), "jki"),
+])
+def test_the_contraction_oracle_equals_the_reference(body: str, dtype: str, shapes: tuple, order: str) -> None:
+    """tests/oracles.py's fast oracle, which the block-edge tests compare with, computes what
+    ``pt.reference`` does, bit for bit (the sums in the order of the loops as written)."""
+    import torch
+    target = {"bfloat16": "float32"}.get(dtype, dtype)
+    p = pt.Program("oracle", params=["M", "N", "K"])
+    p.array("C", ("M", "N"), target)
+    p.array("A", shapes[0], dtype)
+    p.array("B", shapes[1], dtype)
+    p.scalar("alpha", target)
+    bounds = {"i": "M", "j": "N", "k": "K"}
+    with p.loop(order[0], 0, bounds[order[0]]), p.loop(order[1], 0, bounds[order[1]]), \
+            p.loop(order[2], 0, bounds[order[2]]):
+        p.assign(body)
+    rng = np.random.default_rng(7)
+    params = {"M": 5, "N": 7, "K": 33}
+    args: dict = dict(params, alpha=1.25)
+    for a in to_program(p).arrays:
+        shape = tuple(params[e.name] for e in a.shape)
+        x = rng.standard_normal(shape) * 40
+        args[a.name] = (torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16) if a.dtype == "bfloat16"
+                        else x.astype(a.dtype))
+    slow = {k: (v.clone() if hasattr(v, "clone") else v.copy() if isinstance(v, np.ndarray) else v)
+            for k, v in args.items()}
+    before = args["C"].copy()
+    pt.reference(p, **slow)
+    contraction_reference(p, **args)
+    assert not np.array_equal(args["C"], before)  # it ran
+    np.testing.assert_array_equal(np.asarray(args["C"]), np.asarray(slow["C"]))

@@ -87,7 +87,9 @@ for name in names:
     print(name, "ok", flush=True)
 """
 
-FAST = ["jacobi_2d", "gemm", "lu", "correlation", "blur", "trisolv"]
+#: The packed micro-kernel (gemm), a wavefront over tiles carried beside the untiled schedule (lu) and
+#: float32 stencils in parallel regions (blur); every kernel under every option set runs in `make fuzz`.
+FAST = ["gemm", "lu", "blur"]
 OPTION_SETS = [{}, {"schedule": "original", "openmp": False}, {"tile": True, "tile_size": 4}]
 
 
