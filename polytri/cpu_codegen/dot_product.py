@@ -15,6 +15,13 @@ instruction adds the product of a pair's second slot before the first one's (Int
 runs with ``k`` ascending.  What differs: the instruction treats subnormal inputs and results as zero
 (values below 1.2e-38 in magnitude).
 
+Where the machine also has AMX tiles (``amx_tile`` and ``amx_bf16``), :data:`BF16_TILES` comes first:
+``TDPBF16PS`` on 32 x 32 blocks held in tile registers (:mod:`.tiles`), 16 times the products of one
+``vdpbf16ps``.  Its sums are not the loop's bit for bit (each step adds 32 products of a sum, not in the
+order of ``k``): they stay within the project's rule for bfloat16, twice eager's own error against
+float32.  :func:`dot_product` takes the first instruction of :func:`_choose`'s that the machine has, so
+a machine with AVX-512 BF16 only keeps ``vdpbf16ps`` and its exact sums.
+
 Integer contractions are exact in any order.  Those of 8-bit stored values summed in int32
 (``int32(X[i, k]) * int32(W[k, j])``: the quantized contractions of the PyTorch frontend) use AVX-512
 VNNI: ``vpdpbusd`` multiplies 4 unsigned by 4 signed bytes and adds the 4 products to an int32 lane
@@ -25,8 +32,10 @@ wrap modulo 2^32 like the loops they replace (built with ``-fwrapv``).
 On AVX2 machines (32-byte vectors) every pairing of 8-bit types is widened to int16 pairs and summed
 with ``vpmaddwd`` and an add (the byte instruction ``vpmaddubsw`` saturates its pairwise sums).
 
-Used where the machine that builds the kernel has the instructions (``avx512_bf16``, ``avx512_vnni``,
-``avx2`` in its CPU flags; the kernels are built with ``-march=native``).  The C also
+Used where the machine that builds the kernel has the instructions (``amx_tile`` and ``amx_bf16``,
+``avx512_bf16``, ``avx512_vnni``, ``avx2`` in its CPU flags; the kernels are built with ``-march=native``;
+for the tiles, Linux must also let the process use them: :func:`.blocking.tiles_permitted`, a warning
+where it does not).  The C also
 carries a plain version of the same sums for a compiler that does not define ``__AVX512BF16__`` or
 ``__AVX512VNNI__``.
 """

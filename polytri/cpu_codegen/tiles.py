@@ -23,7 +23,7 @@ compiler does not define ``__AMX_TILE__`` and ``__AMX_BF16__``) it computes the 
 The sums are not the float32 loop's bit for bit: the instruction adds 32 products of each sum per step,
 not in the loop's order of ``k``, and treats subnormal inputs and results as zero.
 A bfloat16 product stays within the project's rule, twice eager's own error against float32 (eager's
-oneDNN computes on the same tiles); ``tests/test_amx.py`` checks it.
+oneDNN uses the tiles too where it has them): ``tests/test_amx.py`` checks it.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ __attribute__((unused)) static int pt__tiles_permitted(void) {{
 }}
 
 /* The calling thread's tile configuration, loaded before its micro-kernel calls and released after them
-   (loaded once per call, it cost about 15 % of a bfloat16 gemm 512^3). */
+   (ldtilecfg is slow: loaded in every call, it took a sizeable share of the micro-kernel's time). */
 static void pt__tiles_open(void) {{
 #if defined(__AMX_TILE__)
   if (pt__tiles_permitted()) _tile_loadconfig(&pt__tile_config);
