@@ -6,12 +6,8 @@ import ctypes
 import functools
 import platform
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..dtypes import DType
-
-if TYPE_CHECKING:
-    from .dot_product import DotProduct
 
 
 @functools.cache
@@ -70,18 +66,17 @@ class Blocking:
 WHOLE_L_BYTES = 512 << 10
 
 
-def blocking(d: DType, dot: DotProduct | None = None) -> Blocking:
+def blocking(d: DType, block: tuple[int, int] | None = None) -> Blocking:
     """The register block fills the vector registers: with AVX-512's 32 registers, 4 rows of 4 vectors
     (16 accumulators; a hand-written float32 gemm 1024³ ran at 155 GFLOP/s with it against 138 with 8 x 2,
     one quiet run here); with 16 registers, 6 rows of 2 vectors (12 accumulators, the shape BLIS uses on
-    Haswell; no such machine was measured).  A dot-product instruction on tiles fixes the block itself
-    (:attr:`.dot_product.DotProduct.block`)."""
+    Haswell; no such machine was measured).  ``block``: the rows and columns of a register block that
+    the instruction fixes itself (tiles: :func:`.dot_product.dot_blocking`)."""
     lanes = vector_bytes() // d.itemsize
     mr, nr = (4, 4 * lanes) if vector_bytes() == 64 else (6, 2 * lanes)
-    if dot is not None and dot.block is not None:
-        mr, nr = dot.block
+    if block is not None:
+        mr, nr = block
     kc = 256
-    assert dot is None or kc % dot.k_step == 0
     return Blocking(mr, nr, kc, (512 << 10) // (kc * d.itemsize))
 
 

@@ -10,8 +10,7 @@ from ..ir.affine import const_value
 from ..ir.expr import Expr
 from ..ir.program import Statement
 from ..pipeline.decisions import Decision
-from .blocking import blocking
-from .dot_product import DotProduct
+from .dot_product import DotProduct, dot_blocking
 
 
 @dataclass(frozen=True)
@@ -74,13 +73,13 @@ def few_columns(c: Contraction) -> bool:
     each block would be mostly empty (an integer product of a few rows, written with its target
     transposed, whose loops sum along ``k`` with the same dot-product instructions, unpacked)."""
     lo, hi = (const_value(e) for e in c.bounds[c.b])
-    return lo is not None and hi is not None and hi - lo < blocking(c.dtype, c.dot).nr // 4
+    return lo is not None and hi is not None and hi - lo < dot_blocking(c.dtype, c.dot).nr // 4
 
 
 def describe(c: Contraction) -> Decision:
     """The record of a packed nest for a kernel's decisions (kind ``contraction``; its data name the
     register block and the dot-product instruction, ``None`` for the float micro-kernel)."""
-    b = blocking(c.dtype, c.dot)
+    b = dot_blocking(c.dtype, c.dot)
     batch = f", looping over {', '.join(c.batch)}" if c.batch else ""
     pad = ", zero-padded panels" if c.padded else ""
     init = ", its zero init folded in" if c.zero_init else ""

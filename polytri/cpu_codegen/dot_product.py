@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from ..dtypes import BFLOAT16, FLOAT32, INT8, INT32, UINT8, DType
 from ..ir.expr import Access, Cast, Expr
 from ..ir.types import Typer
-from .blocking import Blocking, cpu_flags, tiles_permitted, vector_bytes
+from .blocking import Blocking, blocking, cpu_flags, tiles_permitted, vector_bytes
 
 log = logging.getLogger("polytri.cpu")
 
@@ -112,6 +112,14 @@ I16_PAIRS = DotProduct("i16x2", 2, "int16_t", "int16_t", False, "AVX-512 VNNI vp
 I16_PAIRS_AVX2 = DotProduct("i16x2avx2", 2, "int16_t", "int16_t", False, "AVX2 vpmaddwd", ("avx2",))
 """AVX2 machines (32-byte vectors): any pair of 8-bit types widened to int16 (``vpmaddubsw``, the
 unsigned-by-signed byte instruction, saturates its pairwise sums, which the loops do not)."""
+
+
+def dot_blocking(d: DType, dot: DotProduct | None) -> Blocking:
+    """The block sizes of a packed contraction of type ``d`` summed with ``dot`` (``None``: the float
+    micro-kernel's)."""
+    b = blocking(d, None if dot is None else dot.block)
+    assert dot is None or b.kc % dot.k_step == 0
+    return b
 
 
 def _stored_as(e: Expr, typer: Typer, dtype: DType) -> DType | None:
@@ -328,5 +336,5 @@ static void pt__ukernel_{dot.name}add(int64_t kc, const {dot.left_type} *restric
 """
 
 
-__all__ = ["BF16_PAIRS", "BF16_TILES", "BF16_TILE_PAIRS", "I16_PAIRS", "I16_PAIRS_AVX2", "S8U8_QUADS", "U8S8_QUADS", "DotProduct", "dot_micro_kernel", "dot_product",
+__all__ = ["BF16_PAIRS", "BF16_TILES", "BF16_TILE_PAIRS", "I16_PAIRS", "I16_PAIRS_AVX2", "S8U8_QUADS", "U8S8_QUADS", "DotProduct", "dot_blocking", "dot_micro_kernel", "dot_product",
            "has_integer_dot", "integer_dot", "integer_dot_for", "slot", "stored"]

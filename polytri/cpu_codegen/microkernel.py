@@ -8,8 +8,8 @@ the same on the valid corner of a block at the target's ragged edge, through a f
 from __future__ import annotations
 
 from ..dtypes import DType
-from .blocking import Blocking, blocking, vector_bytes
-from .dot_product import DotProduct, dot_micro_kernel
+from .blocking import Blocking, vector_bytes
+from .dot_product import DotProduct, dot_blocking, dot_micro_kernel
 from .tiles import tile_micro_kernel
 
 
@@ -29,7 +29,7 @@ def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False, dot: DotProdu
 
     With ``dot`` (:mod:`.dot_product`), the kernel sums panels of narrow stored values with that
     instruction instead (on tiles: :mod:`.tiles`)."""
-    b = blocking(d, dot)
+    b = dot_blocking(d, dot)
     if dot is not None:
         assert op == "+"
         kernel = tile_micro_kernel if dot.block is not None else dot_micro_kernel

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..ir.expr import Access, Expr, var_names
-from .blocking import WHOLE_L_BYTES, blocking
+from .blocking import WHOLE_L_BYTES
 from .cexpr import comment, index_expr
 from .contraction_model import Contraction
-from .dot_product import slot, stored
+from .dot_product import dot_blocking, slot, stored
 
 Env = dict[str, str]
 """The C value of some statement iterators."""
@@ -70,7 +70,7 @@ class _NestPrinter:
                  epilogue: Callable[[Env], list[str]] | None, ldc: str):
         self.c = c
         self.value, self.ref, self.bind, self.assign, self.epilogue, self.ldc = value, ref, bind, assign, epilogue, ldc
-        self.b = blocking(c.dtype, c.dot)
+        self.b = dot_blocking(c.dtype, c.dot)
         self.t = c.dtype.c_type
         self.kern = f"{c.dtype.name if c.dot is None else c.dot.name}{'add' if c.op == '+' else 'sub'}"
         self.lt, self.rt = (self.t, self.t) if c.dot is None else (c.dot.left_type, c.dot.right_type)
