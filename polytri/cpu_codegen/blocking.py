@@ -42,8 +42,9 @@ def tiles_permitted() -> bool:
     if "amx_tile" not in cpu_flags() or platform.machine() != "x86_64":
         return False
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)) == 0
+        syscall = ctypes.CDLL(None, use_errno=True).syscall
+        syscall.restype = ctypes.c_long
+        return int(syscall(*map(ctypes.c_long, (SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)))) == 0
     except (OSError, AttributeError):
         return False
 
