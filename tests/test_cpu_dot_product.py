@@ -6,7 +6,8 @@ The panels hold the stored bfloat16 values in pairs of ``k`` and the micro-kerne
 for bit (exact products, ``k`` ascending within each pair), so the results must equal the reference's,
 not be close to them: at sizes around every block edge (odd ``K`` included), through a transposed
 operand, a convolution's padded and batched nest, on one and two threads, with the plain C version of
-the kernel (a compiler without the instructions) and without panels.  Machines without the
+the kernel (a compiler without the instructions) and without panels (a machine with AMX tiles sums
+bfloat16 on them: these tests take its flags away; tests/test_amx.py tests the tiles).  Machines without the
 instructions run the float32 micro-kernel: the same equalities hold there.  Integer sums (int32 of uint8
 and int8 factors, every pairing) are exact in any order: equal too, with values that make the products
 large, through the plain version, and at odd sums."""
@@ -19,6 +20,7 @@ import torch
 from oracles import contraction_reference, integer_contraction
 
 import polytri as pt
+import polytri.cpu_codegen.dot_product as dot_module
 from polytri.cpu_codegen.blocking import cpu_flags, vector_bytes
 from polytri.cpu_codegen.contraction import blocking
 from polytri.cpu_codegen.dot_product import integer_dot_for
@@ -29,6 +31,14 @@ pytestmark = pytest.mark.cc
 
 HAS_BF16_DOT = "avx512_bf16" in cpu_flags() and vector_bytes() == 64
 HAS_VNNI = "avx512_vnni" in cpu_flags() and vector_bytes() == 64
+
+
+@pytest.fixture(autouse=True)
+def without_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This machine's flags without AMX: a machine with it sums bfloat16 on tiles, not bit for bit
+    (tests/test_amx.py), and these tests keep checking ``vdpbf16ps`` there too."""
+    flags = frozenset(f for f in cpu_flags() if not f.startswith("amx"))
+    monkeypatch.setattr(dot_module, "cpu_flags", lambda: flags)
 
 
 def _bf16(rng: np.random.Generator, shape: tuple[int, ...]) -> torch.Tensor:
@@ -183,7 +193,6 @@ def avx2_only(monkeypatch: pytest.MonkeyPatch):
     """This machine's flags without AVX-512: the code generator's choices for an AVX2 machine (32-byte
     vectors), whose code this machine runs too."""
     import polytri.cpu_codegen.blocking as blocking_module
-    import polytri.cpu_codegen.dot_product as dot_module
     flags = frozenset(f for f in cpu_flags() if not f.startswith("avx512"))
     if "avx2" not in flags:
         pytest.skip("needs AVX2")

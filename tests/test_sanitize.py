@@ -185,3 +185,40 @@ def test_packed_contractions_are_clean_under_sanitizers() -> None:
     """The micro-kernel's panels, ragged edges and row split stay within bounds (AddressSanitizer)."""
     proc = sanitized(_PACKED)
     assert proc.returncode == 0 and "packed ok" in proc.stdout, proc.stderr[-4000:]
+
+
+def _has_bf16_tiles() -> bool:
+    from polytri.cpu_codegen.blocking import tiles_permitted, vector_bytes
+    from polytri.cpu_codegen.dot_product import BF16_TILES
+    return BF16_TILES.available() and vector_bytes() == 64 and tiles_permitted()
+
+
+_TILES = """
+import torch
+import polytri as pt
+p = pt.Program("bfmm", params=["M", "N", "K"])
+p.array("C", ("M", "N"), "float32")
+p.array("A", ("M", "K"), "bfloat16")
+p.array("B", ("K", "N"), "bfloat16")
+with p.loop("i", 0, "M"), p.loop("k", 0, "K"), p.loop("j", 0, "N"):
+    p.assign("C[i, j] += float32(A[i, k]) * float32(B[k, j])")
+for opts in ({"threads": 2}, {"cflags": "-DPT_NO_TILE_PERMISSION"}):
+    kernel = pt.compile(p, options=opts)
+    assert "pt__ukernel_bf16amxadd(" in kernel.source
+    for m, n, k in ((1, 1, 1), (33, 31, 257), (65, 600, 33)):
+        A, B = torch.randn(m, k).to(torch.bfloat16), torch.randn(k, n).to(torch.bfloat16)
+        C = torch.randn(m, n)
+        want = C + A.float() @ B.float()
+        kernel(C=C, A=A, B=B, M=m, N=n, K=k)
+        assert (C - want).abs().max() <= 1e-4 * want.abs().max(), (m, n, k)
+print("tiles ok")
+"""
+
+
+@needs_asan
+@pytest.mark.slow  # two instrumented builds: 17 s from a cold cache at load 7 on 2 cores
+@pytest.mark.skipif(not _has_bf16_tiles(), reason="needs AMX bfloat16 tiles")
+def test_bfloat16_tiles_are_clean_under_sanitizers() -> None:
+    """The tiles' panels (runs of 32 values of k, padded with zeros) and their fallback stay within bounds."""
+    proc = sanitized(_TILES)
+    assert proc.returncode == 0 and "tiles ok" in proc.stdout, proc.stderr[-4000:]

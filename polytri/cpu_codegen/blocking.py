@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import platform
 from dataclasses import dataclass
 
 from ..dtypes import DType
@@ -27,6 +29,26 @@ def vector_bytes() -> int:
     return 32 if "avx2" in flags or "avx" in flags else 16
 
 
+#: Linux's ``arch_prctl`` request for an extended state component, and AMX's tile data (x86-64).
+ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA, SYS_ARCH_PRCTL = 0x1023, 18, 158
+
+
+@functools.cache
+def tiles_permitted() -> bool:
+    """Whether this process may use AMX tiles: Linux (5.16 on) hands their 8 KiB of register state only to
+    the processes that ask for it, once, with ``arch_prctl``; an instruction that touches the tiles before
+    raises ``SIGILL``.  Asked here for the building process; each kernel asks again for the process it
+    runs in (:mod:`.tiles`)."""
+    if "amx_tile" not in cpu_flags() or platform.machine() != "x86_64":
+        return False
+    try:
+        syscall = ctypes.CDLL(None, use_errno=True).syscall
+        syscall.restype = ctypes.c_long
+        return int(syscall(*map(ctypes.c_long, (SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)))) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 @dataclass(frozen=True)
 class Blocking:
     """Block sizes of the packed contraction, in elements."""
@@ -45,15 +67,18 @@ class Blocking:
 WHOLE_L_BYTES = 512 << 10
 
 
-def blocking(d: DType) -> Blocking:
+def blocking(d: DType, block: tuple[int, int] | None = None) -> Blocking:
     """The register block fills the vector registers: with AVX-512's 32 registers, 4 rows of 4 vectors
     (16 accumulators; a hand-written float32 gemm 1024³ ran at 155 GFLOP/s with it against 138 with 8 x 2,
     one quiet run here); with 16 registers, 6 rows of 2 vectors (12 accumulators, the shape BLIS uses on
-    Haswell; no such machine was measured)."""
+    Haswell; no such machine was measured).  ``block``: the rows and columns of a register block that
+    the instruction fixes itself (tiles: :func:`.dot_product.dot_blocking`)."""
     lanes = vector_bytes() // d.itemsize
     mr, nr = (4, 4 * lanes) if vector_bytes() == 64 else (6, 2 * lanes)
+    if block is not None:
+        mr, nr = block
     kc = 256
     return Blocking(mr, nr, kc, (512 << 10) // (kc * d.itemsize))
 
 
-__all__ = ["WHOLE_L_BYTES", "Blocking", "blocking", "cpu_flags", "vector_bytes"]
+__all__ = ["WHOLE_L_BYTES", "Blocking", "blocking", "cpu_flags", "tiles_permitted", "vector_bytes"]

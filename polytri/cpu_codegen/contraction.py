@@ -11,7 +11,8 @@ whole nest of its own computing every instance of the statement, read from its i
 (:func:`find_domain_contraction`: several summed iterators, batch loops, padding as a guard).  The only
 dependences among its instances are those of the sum over ``k`` for each target element, so any order
 that keeps every sum's ``k`` ascending (lexicographically) computes the same values bit for bit
-(``-ffp-contract=off``: no fused multiply-add here or in the loops it replaces).
+(``-ffp-contract=off``: no fused multiply-add here or in the loops it replaces); bfloat16 products summed
+on AMX tiles are the one exception (:mod:`.tiles`).
 
 The nest is computed the way BLIS computes a gemm: blocks of ``KC`` values of ``k`` by ``NC`` columns of
 ``R`` are packed into a contiguous buffer, ``MR`` rows of ``L`` into another, and a micro-kernel keeps an

@@ -9,8 +9,8 @@ from ..dtypes import DType
 from ..ir.affine import const_value
 from ..ir.expr import Expr
 from ..ir.program import Statement
-from .blocking import blocking
-from .dot_product import DotProduct
+from ..pipeline.decisions import Decision
+from .dot_product import DotProduct, dot_blocking
 
 
 @dataclass(frozen=True)
@@ -73,20 +73,24 @@ def few_columns(c: Contraction) -> bool:
     each block would be mostly empty (an integer product of a few rows, written with its target
     transposed, whose loops sum along ``k`` with the same dot-product instructions, unpacked)."""
     lo, hi = (const_value(e) for e in c.bounds[c.b])
-    return lo is not None and hi is not None and hi - lo < blocking(c.dtype).nr // 4
+    return lo is not None and hi is not None and hi - lo < dot_blocking(c.dtype, c.dot).nr // 4
 
 
-def describe(c: Contraction) -> str:
-    """One line for a kernel's decisions."""
-    b = blocking(c.dtype)
+def describe(c: Contraction) -> Decision:
+    """The record of a packed nest for a kernel's decisions (kind ``contraction``; its data name the
+    register block and the dot-product instruction, ``None`` for the float micro-kernel)."""
+    b = dot_blocking(c.dtype, c.dot)
     batch = f", looping over {', '.join(c.batch)}" if c.batch else ""
     pad = ", zero-padded panels" if c.padded else ""
     init = ", its zero init folded in" if c.zero_init else ""
     epi = f", {c.epilogue.name} run on each block as its sums complete" if c.epilogue is not None else ""
-    dot = "" if c.dot is None else f" summing the stored values {c.dot.group} at a time with {c.dot.instruction}"
-    return (f"contraction {c.statement.name} (rows {c.a}, columns {c.b}, sum over {', '.join(c.k)}{batch}, "
+    dot = "" if c.dot is None else f" summing the stored values {c.dot.k_step} at a time with {c.dot.instruction}"
+    text = (f"contraction {c.statement.name} (rows {c.a}, columns {c.b}, sum over {', '.join(c.k)}{batch}, "
             f"{c.dtype.name}): packed {b.kc} x {b.nc} and {b.mr} x {b.kc} panels, {b.mr} x {b.nr} register-"
             f"blocked micro-kernel{dot}{pad}{init}{epi}")
+    return Decision("codegen", "contraction", c.statement.name, text,
+                    {"block": (b.mr, b.nr), "kc": b.kc, "nc": b.nc,
+                     "instruction": None if c.dot is None else c.dot.instruction})
 
 
 __all__ = ["Contraction", "describe", "few_columns"]

@@ -15,6 +15,13 @@ instruction adds the product of a pair's second slot before the first one's (Int
 runs with ``k`` ascending.  What differs: the instruction treats subnormal inputs and results as zero
 (values below 1.2e-38 in magnitude).
 
+Where the machine also has AMX tiles (``amx_tile`` and ``amx_bf16``), :data:`BF16_TILES` comes first:
+``TDPBF16PS`` on 32 x 32 blocks held in tile registers (:mod:`.tiles`), 16 times the products of one
+``vdpbf16ps``.  Its sums are not the loop's bit for bit (each step adds 32 products of a sum, not in the
+order of ``k``): they stay within the project's rule for bfloat16, twice eager's own error against
+float32.  :func:`dot_product` takes the first instruction of :func:`_choose`'s that the machine has, so
+a machine with AVX-512 BF16 only keeps ``vdpbf16ps`` and its exact sums.
+
 Integer contractions are exact in any order.  Those of 8-bit stored values summed in int32
 (``int32(X[i, k]) * int32(W[k, j])``: the quantized contractions of the PyTorch frontend) use AVX-512
 VNNI: ``vpdpbusd`` multiplies 4 unsigned by 4 signed bytes and adds the 4 products to an int32 lane
@@ -25,20 +32,26 @@ wrap modulo 2^32 like the loops they replace (built with ``-fwrapv``).
 On AVX2 machines (32-byte vectors) every pairing of 8-bit types is widened to int16 pairs and summed
 with ``vpmaddwd`` and an add (the byte instruction ``vpmaddubsw`` saturates its pairwise sums).
 
-Used where the machine that builds the kernel has the instructions (``avx512_bf16``, ``avx512_vnni``,
-``avx2`` in its CPU flags; the kernels are built with ``-march=native``).  The C also
+Used where the machine that builds the kernel has the instructions (``amx_tile`` and ``amx_bf16``,
+``avx512_bf16``, ``avx512_vnni``, ``avx2`` in its CPU flags; the kernels are built with ``-march=native``;
+for the tiles, Linux must also let the process use them: :func:`.blocking.tiles_permitted`, a warning
+where it does not).  The C also
 carries a plain version of the same sums for a compiler that does not define ``__AVX512BF16__`` or
 ``__AVX512VNNI__``.
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
 from dataclasses import dataclass
 
 from ..dtypes import BFLOAT16, FLOAT32, INT8, INT32, UINT8, DType
 from ..ir.expr import Access, Cast, Expr
 from ..ir.types import Typer
-from .blocking import Blocking, cpu_flags, vector_bytes
+from .blocking import Blocking, blocking, cpu_flags, tiles_permitted, vector_bytes
+
+log = logging.getLogger("polytri.cpu")
 
 
 @dataclass(frozen=True)
@@ -48,7 +61,8 @@ class DotProduct:
     name: str
     """Names the micro-kernel: ``pt__ukernel_<name>add``."""
     group: int
-    """Consecutive values of ``k`` summed by one instruction in each lane (side by side in the panels)."""
+    """Consecutive values of ``k`` side by side in each 32-bit element of the right panel, summed into one
+    lane (and in each one of the left panel, unless :attr:`left_group`)."""
     left_type: str
     """C type of an element of the left factor's panels: the stored value's bits, or its widening."""
     right_type: str
@@ -58,17 +72,54 @@ class DotProduct:
     descending order within a group, so that the sums run with ``k`` ascending."""
     instruction: str
     """For the kernel's decisions."""
-    flag: str
-    """The CPU flag (``/proc/cpuinfo``) of the instruction."""
+    flags: tuple[str, ...]
+    """The CPU flags (``/proc/cpuinfo``) the instruction needs."""
+    left_group: int = 0
+    """Consecutive values of ``k`` of one row side by side in the left panel, when not :attr:`group`: a
+    tile instruction reads each row's values of ``k`` as one contiguous run (:mod:`.tiles`)."""
+    block: tuple[int, int] | None = None
+    """Rows and columns of the register block, where the instruction fixes them (tiles); ``None``: the
+    vector machine's (:func:`.blocking.blocking`)."""
+
+    @property
+    def lgroup(self) -> int:
+        """Consecutive values of ``k`` of one row side by side in the left panel."""
+        return self.left_group or self.group
+
+    @property
+    def k_step(self) -> int:
+        """Values of ``k`` that one step of the micro-kernel sums: the panels run on, with zeros, to a
+        multiple of it."""
+        return max(self.group, self.lgroup)
+
+    def available(self) -> bool:
+        """Whether this machine has the instruction."""
+        return all(f in cpu_flags() for f in self.flags)
 
 
-BF16_PAIRS = DotProduct("bf16x2", 2, "uint16_t", "uint16_t", True, "AVX-512 BF16 vdpbf16ps", "avx512_bf16")
-U8S8_QUADS = DotProduct("u8s8x4", 4, "uint8_t", "int8_t", False, "AVX-512 VNNI vpdpbusd", "avx512_vnni")
-S8U8_QUADS = DotProduct("s8u8x4", 4, "int8_t", "uint8_t", False, "AVX-512 VNNI vpdpbusd", "avx512_vnni")
-I16_PAIRS = DotProduct("i16x2", 2, "int16_t", "int16_t", False, "AVX-512 VNNI vpdpwssd", "avx512_vnni")
-I16_PAIRS_AVX2 = DotProduct("i16x2avx2", 2, "int16_t", "int16_t", False, "AVX2 vpmaddwd", "avx2")
+BF16_PAIRS = DotProduct("bf16x2", 2, "uint16_t", "uint16_t", True, "AVX-512 BF16 vdpbf16ps", ("avx512_bf16",))
+BF16_TILES = DotProduct("bf16amx", 2, "uint16_t", "uint16_t", False, "AMX TDPBF16PS", ("amx_tile", "amx_bf16"),
+                        left_group=32, block=(32, 32))
+"""AMX: 16 x 16 float32 sums of tiles of 16 rows by 32 values of ``k`` and 16 pairs of ``k`` by 16 columns
+(:mod:`.tiles`).  Its panels keep ``k`` ascending within a pair, as the rows of the left tiles do."""
+BF16_TILE_PAIRS = DotProduct("bf16x2t", 2, "uint16_t", "uint16_t", False, "AVX-512 BF16 vdpbf16ps",
+                             ("avx512_bf16",), left_group=32)
+"""``vdpbf16ps`` on the panels of :data:`BF16_TILES`: what the AMX kernel runs where the process may not
+use the tiles."""
+U8S8_QUADS = DotProduct("u8s8x4", 4, "uint8_t", "int8_t", False, "AVX-512 VNNI vpdpbusd", ("avx512_vnni",))
+S8U8_QUADS = DotProduct("s8u8x4", 4, "int8_t", "uint8_t", False, "AVX-512 VNNI vpdpbusd", ("avx512_vnni",))
+I16_PAIRS = DotProduct("i16x2", 2, "int16_t", "int16_t", False, "AVX-512 VNNI vpdpwssd", ("avx512_vnni",))
+I16_PAIRS_AVX2 = DotProduct("i16x2avx2", 2, "int16_t", "int16_t", False, "AVX2 vpmaddwd", ("avx2",))
 """AVX2 machines (32-byte vectors): any pair of 8-bit types widened to int16 (``vpmaddubsw``, the
 unsigned-by-signed byte instruction, saturates its pairwise sums, which the loops do not)."""
+
+
+def dot_blocking(d: DType, dot: DotProduct | None) -> Blocking:
+    """The block sizes of a packed contraction of type ``d`` summed with ``dot`` (``None``: the float
+    micro-kernel's)."""
+    b = blocking(d, None if dot is None else dot.block)
+    assert dot is None or b.kc % dot.k_step == 0
+    return b
 
 
 def _stored_as(e: Expr, typer: Typer, dtype: DType) -> DType | None:
@@ -78,32 +129,54 @@ def _stored_as(e: Expr, typer: Typer, dtype: DType) -> DType | None:
     return typer(e.operand).dtype
 
 
-def _choose(left: DType | None, right: DType | None, dtype: DType) -> DotProduct | None:
-    """The instruction for factors stored as ``left`` and ``right`` summed in ``dtype``, on this machine's
-    vectors."""
+def _choose(left: DType | None, right: DType | None, dtype: DType) -> tuple[DotProduct, ...]:
+    """The instructions for factors stored as ``left`` and ``right`` summed in ``dtype`` on this machine's
+    vectors, the best first (whether the machine has them is checked after)."""
     if dtype is FLOAT32:
-        return BF16_PAIRS if left is BFLOAT16 and right is BFLOAT16 and vector_bytes() == 64 else None
+        return (BF16_TILES, BF16_PAIRS) if left is BFLOAT16 and right is BFLOAT16 and vector_bytes() == 64 else ()
     if dtype is not INT32 or left not in (INT8, UINT8) or right not in (INT8, UINT8):
-        return None
+        return ()
     if vector_bytes() == 32:
-        return I16_PAIRS_AVX2
+        return (I16_PAIRS_AVX2,)
     if left is not right:
-        return U8S8_QUADS if left is UINT8 else S8U8_QUADS
-    return I16_PAIRS
+        return (U8S8_QUADS if left is UINT8 else S8U8_QUADS,)
+    return (I16_PAIRS,)
+
+
+def _usable(dot: DotProduct) -> bool:
+    """Whether this machine has ``dot`` and, for tiles, Linux lets this process use them (refused: a
+    warning, once, naming the instruction)."""
+    if not dot.available():
+        return False
+    if dot.block is None or tiles_permitted():
+        return True
+    if dot.name not in _refused:
+        _refused.add(dot.name)
+        why = (f"polytri: this CPU has {dot.instruction} but Linux refused this process the AMX tile data "
+               "(arch_prctl ARCH_REQ_XCOMP_PERM); its contractions use the next instruction instead")
+        log.warning(why)
+        warnings.warn(why, stacklevel=2)
+    return False
+
+
+_refused: set[str] = set()
+"""The tile instructions whose refusal was reported."""
+
+
+def _first_usable(dots: tuple[DotProduct, ...]) -> DotProduct | None:
+    return next((d for d in dots if _usable(d)), None)
 
 
 def has_integer_dot() -> bool:
     """Whether this machine sums 8-bit integers with dot-product instructions: AVX-512 VNNI, or AVX2's
     16-bit multiply-add."""
-    return (vector_bytes() == 64 and U8S8_QUADS.flag in cpu_flags()) or (
-        vector_bytes() == 32 and I16_PAIRS_AVX2.flag in cpu_flags())
+    return (vector_bytes() == 64 and U8S8_QUADS.available()) or (vector_bytes() == 32 and I16_PAIRS_AVX2.available())
 
 
 def integer_dot_for(left: DType, right: DType) -> DotProduct | None:
     """The instruction this machine sums int32 products of stored ``left`` and ``right`` values with, or
     ``None`` (loops)."""
-    dot = _choose(left, right, INT32)
-    return dot if dot is not None and has_integer_dot() and dot.flag in cpu_flags() else None
+    return _first_usable(_choose(left, right, INT32)) if has_integer_dot() else None
 
 
 def integer_dot(left: Expr, right: Expr, typer: Typer) -> bool:
@@ -115,11 +188,11 @@ def integer_dot(left: Expr, right: Expr, typer: Typer) -> bool:
 
 def dot_product(left: Expr, right: Expr, *, dtype: DType, op: str, typer: Typer, simd: bool) -> DotProduct | None:
     """The dot-product instruction for a contraction of factors ``left`` and ``right`` summed in
-    ``dtype`` with ``op``, on this machine, or ``None`` (the micro-kernel of ``dtype``)."""
+    ``dtype`` with ``op``, on this machine, or ``None`` (the micro-kernel of ``dtype``): the first of
+    :func:`_choose`'s that the machine has (AMX tiles before ``vdpbf16ps``)."""
     if not simd or op != "+" or vector_bytes() not in (32, 64):
         return None
-    dot = _choose(_stored_as(left, typer, dtype), _stored_as(right, typer, dtype), dtype)
-    return dot if dot is not None and dot.flag in cpu_flags() else None
+    return _first_usable(_choose(_stored_as(left, typer, dtype), _stored_as(right, typer, dtype), dtype))
 
 
 def stored(e: Expr) -> Access:
@@ -128,9 +201,11 @@ def stored(e: Expr) -> Access:
     return e.operand
 
 
-def slot(dot: DotProduct, k: str) -> str:
-    """C expression: the slot of sum index ``k`` within its group."""
-    return f"({dot.group - 1} - {k} % {dot.group})" if dot.descending else f"{k} % {dot.group}"
+def slot(dot: DotProduct, k: str, group: int | None = None) -> str:
+    """C expression: the slot of sum index ``k`` within its group (of ``group`` values: default
+    :attr:`DotProduct.group`)."""
+    g = dot.group if group is None else group
+    return f"({g - 1} - {k} % {g})" if dot.descending else f"{k} % {g}"
 
 
 @dataclass(frozen=True)
@@ -172,10 +247,11 @@ class _Intrinsics:
 
 
 _INT512 = ("__m512i", "_mm512_loadu_si512({})", "_mm512_storeu_si512({}, {})", "_mm512_setzero_si512()")
+_BF16 = _Intrinsics("__AVX512BF16__", "__m512", "_mm512_loadu_ps({})", "_mm512_storeu_ps({}, {})", "_mm512_setzero_ps()",
+                    "_mm512_dpbf16_ps(acc, av, bv)", "__m512bh", "pt__bf16_to_f32({})")
 _INTRINSICS = {
-    BF16_PAIRS.name: _Intrinsics("__AVX512BF16__", "__m512", "_mm512_loadu_ps({})", "_mm512_storeu_ps({}, {})",
-                                 "_mm512_setzero_ps()", "_mm512_dpbf16_ps(acc, av, bv)", "__m512bh",
-                                 "pt__bf16_to_f32({})"),
+    BF16_PAIRS.name: _BF16,
+    BF16_TILE_PAIRS.name: _BF16,
     U8S8_QUADS.name: _Intrinsics("__AVX512VNNI__", *_INT512, "_mm512_dpbusd_epi32(acc, av, bv)", "__m512i",
                                  "(int32_t){}"),
     S8U8_QUADS.name: _Intrinsics("__AVX512VNNI__", *_INT512, "_mm512_dpbusd_epi32(acc, bv, av)", "__m512i",
@@ -189,22 +265,32 @@ _INTRINSICS = {
 }
 
 
-def dot_micro_kernel(dot: DotProduct, t: str, b: Blocking) -> str:
+def dot_micro_kernel(dot: DotProduct, t: str, b: Blocking, panel_rows: int | None = None) -> str:
     """``pt__ukernel_<dot>add``: an ``MR x NR`` block of the target (C type ``t``) plus the sums of the
     panels (``ap``: ``MR`` rows, ``bp``: ``NR`` columns, each a group of ``dot.group`` values of ``k``
-    per 32 bits), with the instruction where the compiler has it, else plain C in the same order."""
+    per 32 bits), with the instruction where the compiler has it, else plain C in the same order.
+
+    With a :attr:`DotProduct.left_group`, each row of ``ap`` is a run of that many values of ``k`` and
+    the runs of ``panel_rows`` rows follow each other; the kernel computes the block of the first ``MR``
+    of them (the caller offsets ``ap`` and ``c`` for the others)."""
     x = _INTRINSICS[dot.name]
-    g, lanes = dot.group, x.lanes
+    g, lg, rows, lanes = dot.group, dot.lgroup, panel_rows or b.mr, x.lanes
+    assert lg == g or not dot.descending
     nv = b.nr // lanes
     order = ("(k + 1 in the first slot, k in the second: the instruction adds the second slot's product "
              "first, so every sum runs with k ascending)" if dot.descending else "(k ascending)")
     slot_c = f"{g - 1} - k % {g}" if dot.descending else f"k % {g}"
-    term = " * ".join(x.value.format(f"{p}[k / {g} * {g * n} + {i} * {g} + h]")
-                      for p, n, i in (("ap", b.mr, "r"), ("bp", b.nr, "q")))
+    left = f"ap[k / {lg} * {lg * rows} + r * {lg} + {'h' if lg == g else f'k % {lg}'}]"
+    term = " * ".join(x.value.format(e) for e in (left, f"bp[k / {g} * {g * b.nr} + q * {g} + h]"))
+    pair = (f"ap + p * {g * rows} + r * {g}" if lg == g else
+            f"ap + p * {g} / {lg} * {lg * rows} + r * {lg} + p * {g} % {lg}")
+    layout = (f"ap holds {b.mr} rows and bp {b.nr} columns, each as groups of {g} values of k {order}" if lg == g else
+              f"ap holds runs of {lg} values of k of each row ({rows} rows a run), bp {b.nr} columns as "
+              f"groups of {g} values of k {order}")
     unroll = "#pragma GCC unroll"
     return f"""\
 /* C[r][q] += sum over k of L[r][k] * R[k][q] with {dot.instruction}: an {b.mr} x {b.nr} block held in registers;
-   ap holds {b.mr} rows and bp {b.nr} columns, each as groups of {g} values of k {order}.
+   {layout}.
    Past kc, the panels' last group holds zeros.  With load == 0 the block starts at zero. */
 #if defined({x.macro})
 #include <immintrin.h>
@@ -225,7 +311,7 @@ static void pt__ukernel_{dot.name}add(int64_t kc, const {dot.left_type} *restric
     {unroll} {b.mr}
     for (int r = 0; r < {b.mr}; r++) {{
       int32_t w;
-      __builtin_memcpy(&w, ap + p * {g * b.mr} + r * {g}, sizeof w);
+      __builtin_memcpy(&w, {pair}, sizeof w);
       const {x.operand} av = {x.broadcast("w")};
       {unroll} {nv}
       for (int v = 0; v < {nv}; v++) acc[r][v] = {x.step.replace("acc", "acc[r][v]", 1).replace("bv", "bv[v]")};
@@ -250,5 +336,5 @@ static void pt__ukernel_{dot.name}add(int64_t kc, const {dot.left_type} *restric
 """
 
 
-__all__ = ["BF16_PAIRS", "I16_PAIRS", "I16_PAIRS_AVX2", "S8U8_QUADS", "U8S8_QUADS", "DotProduct", "dot_micro_kernel", "dot_product",
+__all__ = ["BF16_PAIRS", "BF16_TILES", "BF16_TILE_PAIRS", "I16_PAIRS", "I16_PAIRS_AVX2", "S8U8_QUADS", "U8S8_QUADS", "DotProduct", "dot_blocking", "dot_micro_kernel", "dot_product",
            "has_integer_dot", "integer_dot", "integer_dot_for", "slot", "stored"]

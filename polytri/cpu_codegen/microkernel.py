@@ -8,8 +8,9 @@ the same on the valid corner of a block at the target's ragged edge, through a f
 from __future__ import annotations
 
 from ..dtypes import DType
-from .blocking import Blocking, blocking, vector_bytes
-from .dot_product import DotProduct, dot_micro_kernel
+from .blocking import Blocking, vector_bytes
+from .dot_product import DotProduct, dot_blocking, dot_micro_kernel
+from .tiles import tile_micro_kernel
 
 
 def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False, dot: DotProduct | None = None) -> str:
@@ -27,11 +28,12 @@ def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False, dot: DotProdu
     functions only), one rounding per step as BLAS libraries compute.
 
     With ``dot`` (:mod:`.dot_product`), the kernel sums panels of narrow stored values with that
-    instruction instead."""
-    b = blocking(d)
+    instruction instead (on tiles: :mod:`.tiles`)."""
+    b = dot_blocking(d, dot)
     if dot is not None:
         assert op == "+"
-        return dot_micro_kernel(dot, d.c_type, b) + _edge_kernel(d, b, f"{dot.name}add", "", (dot.left_type, dot.right_type))
+        kernel = tile_micro_kernel if dot.block is not None else dot_micro_kernel
+        return kernel(dot, d.c_type, b) + _edge_kernel(d, b, f"{dot.name}add", "", (dot.left_type, dot.right_type))
     name = f"{d.name}{'add' if op == '+' else 'sub'}"
     attr = '__attribute__((optimize("fp-contract=fast")))\n' if fma else ""
     body = _simd_body(d, op, b) if simd else _scalar_body(d, op, b)

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..ir.expr import Access, Expr, var_names
-from .blocking import WHOLE_L_BYTES, blocking
+from .blocking import WHOLE_L_BYTES
 from .cexpr import comment, index_expr
 from .contraction_model import Contraction
-from .dot_product import slot, stored
+from .dot_product import dot_blocking, slot, stored
 
 Env = dict[str, str]
 """The C value of some statement iterators."""
@@ -70,13 +70,15 @@ class _NestPrinter:
                  epilogue: Callable[[Env], list[str]] | None, ldc: str):
         self.c = c
         self.value, self.ref, self.bind, self.assign, self.epilogue, self.ldc = value, ref, bind, assign, epilogue, ldc
-        self.b = blocking(c.dtype)
+        self.b = dot_blocking(c.dtype, c.dot)
         self.t = c.dtype.c_type
         self.kern = f"{c.dtype.name if c.dot is None else c.dot.name}{'add' if c.op == '+' else 'sub'}"
         self.lt, self.rt = (self.t, self.t) if c.dot is None else (c.dot.left_type, c.dot.right_type)
         """C types of the elements of the left and right panels."""
-        self.g = 1 if c.dot is None else c.dot.group
-        """Values of ``k`` side by side in the panels (:mod:`.dot_product`)."""
+        self.g = 1 if c.dot is None else c.dot.k_step
+        """The panels hold whole groups of this many values of ``k`` (:mod:`.dot_product`)."""
+        self.gl, self.gr = (1, 1) if c.dot is None else (c.dot.lgroup, c.dot.group)
+        """Values of ``k`` side by side in the left and right panels."""
         self.kenv = {it: f"pt__k{j}" for j, it in enumerate(c.k)}
         """The summed iterators, from the flat sum counter's point (:meth:`unflatten`)."""
         self.zenv = {it: f"pt__z{j}" for j, it in enumerate(c.batch)}
@@ -111,16 +113,18 @@ class _NestPrinter:
         """``n`` values of ``k`` rounded up to whole groups (:attr:`g`)."""
         return n if self.g == 1 else f"{n}g"
 
-    def at_k(self, kk: str, width: int, pos: str) -> str:
-        """Index in a panel of ``width`` values per ``k`` of the value of sum index ``kk`` at ``pos``."""
+    def at_k(self, kk: str, width: int, pos: str, left: bool) -> str:
+        """Index in a panel of ``width`` values per ``k`` of the value of sum index ``kk`` at ``pos``, in the
+        ``left`` panel or the right one."""
         if self.c.dot is None:
             return f"{kk} * {width} + {pos}"
-        return f"{kk} / {self.g} * {self.g * width} + {pos} * {self.g} + {slot(self.c.dot, kk)}"
+        g = self.gl if left else self.gr
+        return f"{kk} / {g} * {g * width} + {pos} * {g} + {slot(self.c.dot, kk, g)}"
 
     def slot_of(self, offset: int) -> int:
-        """The slot in its group of the ``offset``-th value of ``k`` of the group."""
+        """The slot in its group of the right panel of the ``offset``-th value of ``k`` of the group."""
         assert self.c.dot is not None
-        return self.g - 1 - offset if self.c.dot.descending else offset
+        return self.gr - 1 - offset if self.c.dot.descending else offset
 
     def in_sum(self, kk: str, n: str) -> str:
         """Condition for sum index ``kk`` to be one of ``n``, when the panels run on to whole groups."""
@@ -226,19 +230,37 @@ class _NestPrinter:
                  f"aligned_alloc(64, (sizeof({t}) * pt__wn + 63) / 64 * 64) : NULL;",
                  "if (pt__aw)",
                  f"  for (int64_t pt__ic = pt__lo; pt__ic < pt__hi; pt__ic += {b.mr}) {{",
-                 f"    const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);",
-                 f"    for (int64_t pt__kf = 0; pt__kf < {kn}; pt__kf++) {{")
-        self.unflatten(5, c.k, "pt__k", "pt__kf")
-        self.out(5, f"for (int64_t pt__r = 0; pt__r < {b.mr}; pt__r++)")
-        at = self.at_k("pt__kf", b.mr, "pt__r")
-        self.scoped(6, {**self.kenv, c.a: "pt__ic + pt__r"}, (c.left,),
-                    [f"pt__aw[(pt__ic - pt__lo) / {b.mr} * {kn} * {b.mr} + {at}] = "
-                     f"{self.in_sum('pt__kf', 'pt__kn')}pt__r < pt__mr ? {self.panel_value(c.left)} : 0;"]
-                    if self.g > 1 else
-                    [f"pt__aw[((pt__ic - pt__lo) / {b.mr} * pt__kn + pt__kf) * {b.mr} + pt__r] = "
-                     f"pt__r < pt__mr ? {self.value(c.left)} : 0;"])
-        self.out(4, "}")
+                 f"    const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);")
+        self.left_loops(4, "pt__kf", kn, "pt__kf", lambda depth, at: self.scoped(
+            depth, {**self.kenv, c.a: "pt__ic + pt__r"}, (c.left,),
+            [f"pt__aw[(pt__ic - pt__lo) / {b.mr} * {kn} * {b.mr} + {at}] = "
+             f"{self.in_sum('pt__kf', 'pt__kn')}pt__r < pt__mr ? {self.panel_value(c.left)} : 0;"]
+            if self.g > 1 else
+            [f"pt__aw[((pt__ic - pt__lo) / {b.mr} * pt__kn + pt__kf) * {b.mr} + pt__r] = "
+             f"pt__r < pt__mr ? {self.value(c.left)} : 0;"]))
         self.out(3, "}")
+
+    def left_loops(self, depth: int, kk: str, n: str, flat: str, body: Callable[[int, str], None]) -> None:
+        """The loops over the rows ``pt__r`` of a block and the sum indices ``kk < n`` (the summed iterators
+        from the flat counter ``flat``) that pack a left panel, ``body(depth, at)`` printing the store of
+        the value at index ``at`` of the block's panel: rows outermost where the panel holds runs of ``k``
+        of each row (tiles: ``L`` and the panel both read and written along ``k``, a run at a time, which
+        gcc vectorizes), else ``k`` outermost (the panel written along the rows)."""
+        c, b, gl = self.c, self.b, self.gl
+        if gl > self.gr:
+            self.out(depth, f"for (int64_t pt__r = 0; pt__r < {b.mr}; pt__r++)",
+                     f"  for (int64_t pt__kg = 0; pt__kg < {n}; pt__kg += {gl})",
+                     f"    for (int64_t pt__kx = 0; pt__kx < {gl}; pt__kx++) {{",
+                     f"      const int64_t {kk} = pt__kg + pt__kx;")
+            self.unflatten(depth + 3, c.k, "pt__k", flat)
+            body(depth + 3, f"pt__kg * {b.mr} + pt__r * {gl} + pt__kx")
+            self.out(depth + 2, "}")
+        else:
+            self.out(depth, f"for (int64_t {kk} = 0; {kk} < {n}; {kk}++) {{")
+            self.unflatten(depth + 1, c.k, "pt__k", flat)
+            self.out(depth + 1, f"for (int64_t pt__r = 0; pt__r < {b.mr}; pt__r++)")
+            body(depth + 2, self.at_k(kk, b.mr, "pt__r", left=True))
+            self.out(depth, "}")
 
     def finiteness_check(self) -> None:
         """With zero-padded panels, ``pt__exact``: whether every value of ``L`` on its box is finite."""
@@ -267,8 +289,11 @@ class _NestPrinter:
         """The packed computation of one batch point: blocks of ``NC`` columns by ``KC`` sums of ``R``
         packed, then the row blocks (:meth:`row_blocks`)."""
         b = self.b
-        self.out(3, "if (pt__ap && pt__bp && pt__exact) {",
-                 f"  for (int64_t pt__jc = pt__b0; pt__jc < pt__b1; pt__jc += {b.nc}) {{",
+        tiles = self.c.dot is not None and self.c.dot.block is not None
+        self.out(3, "if (pt__ap && pt__bp && pt__exact) {")
+        if tiles:
+            self.out(4, "pt__tiles_open();  /* this thread's tile configuration, for the micro-kernel (tiles.py) */")
+        self.out(3, f"  for (int64_t pt__jc = pt__b0; pt__jc < pt__b1; pt__jc += {b.nc}) {{",
                  f"    const int64_t pt__nc = pt__min_int64_t({b.nc}, pt__b1 - pt__jc);",
                  f"    for (int64_t pt__pc = 0; pt__pc < pt__kn; pt__pc += {b.kc}) {{",
                  f"      const int64_t pt__kc = pt__min_int64_t({b.kc}, pt__kn - pt__pc);")
@@ -278,13 +303,15 @@ class _NestPrinter:
         self.row_blocks()
         self.out(5, "}")
         self.out(4, "}")
+        if tiles:
+            self.out(4, "pt__tiles_close();")
 
     def pack_right(self) -> None:
         """The ``KC x NC`` panel of ``R``, zero outside the columns and the guard."""
         c, b = self.c, self.b
         cond = " && ".join(["pt__jr + pt__q < pt__nc", *(index_expr(g).text for g in self.guard)])
         kc = self.grouped("pt__kc")
-        pack_r = [f"pt__bp[pt__jr * {kc} + {self.at_k('pt__kk', b.nr, 'pt__q')}] = "
+        pack_r = [f"pt__bp[pt__jr * {kc} + {self.at_k('pt__kk', b.nr, 'pt__q', left=False)}] = "
                   f"{self.in_sum('pt__kk', 'pt__kc')}{cond} ? {self.panel_value(c.right)} : 0;"]
         renv = {**self.zenv, **self.kenv, c.b: "pt__jc + pt__jr + pt__q"}
         if _stored_along(c.right, c.k[-1], c.b) and len(c.k) == 1:
@@ -298,14 +325,14 @@ class _NestPrinter:
         elif self.g > 1:
             # a group of k at a time: each column's values of the group are consecutive in the panel, so
             # the loop along the columns stores whole groups (an element at a time, the stores had a stride)
-            self.out(6, f"for (int64_t pt__kk = 0; pt__kk < {kc}; pt__kk += {self.g})",
+            self.out(6, f"for (int64_t pt__kk = 0; pt__kk < {kc}; pt__kk += {self.gr})",
                      f"  for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
                      f"    for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++) {{")
-            for slot_ in range(self.g):
+            for slot_ in range(self.gr):
                 self.out(8, "{")
                 self.unflatten(9, c.k, "pt__k", f"pt__pc + pt__kk + {slot_}")
                 self.scoped(9, renv, (c.right, *self.guard),
-                            [f"pt__bp[pt__jr * {kc} + pt__kk * {b.nr} + pt__q * {self.g} + {self.slot_of(slot_)}] = "
+                            [f"pt__bp[pt__jr * {kc} + pt__kk * {b.nr} + pt__q * {self.gr} + {self.slot_of(slot_)}] = "
                              f"pt__kk + {slot_} < pt__kc && {cond} ? {self.panel_value(c.right)} : 0;"])
                 self.out(8, "}")
             self.out(7, "}")
@@ -326,14 +353,12 @@ class _NestPrinter:
                  f"  const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);",
                  f"  const {t} *pt__apk = pt__aw ? pt__aw + ((pt__ic - pt__lo) / {b.mr} * {self.grouped('pt__kn')} + "
                  f"pt__pc) * {b.mr} : pt__ap;",
-                 "  if (!pt__aw)",
-                 f"    for (int64_t pt__kk = 0; pt__kk < {self.grouped('pt__kc')}; pt__kk++) {{")
-        self.unflatten(9, c.k, "pt__k", "pt__pc + pt__kk")
-        self.out(9, f"for (int64_t pt__r = 0; pt__r < {b.mr}; pt__r++)")
-        self.scoped(10, {**self.zenv, **self.kenv, c.a: "pt__ic + pt__r"}, (c.left,),
-                    [f"pt__ap[{self.at_k('pt__kk', b.mr, 'pt__r')}] = {self.in_sum('pt__kk', 'pt__kc')}pt__r < pt__mr ? "
-                     f"{self.panel_value(c.left)} : 0;"])
-        self.out(8, "}")
+                 "  if (!pt__aw) {")
+        self.left_loops(8, "pt__kk", self.grouped("pt__kc"), "pt__pc + pt__kk", lambda depth, at: self.scoped(
+            depth, {**self.zenv, **self.kenv, c.a: "pt__ic + pt__r"}, (c.left,),
+            [f"pt__ap[{at}] = {self.in_sum('pt__kk', 'pt__kc')}pt__r < pt__mr ? "
+             f"{self.panel_value(c.left)} : 0;"]))
+        self.out(7, "}")
         self.out(7,
                  f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr}) {{",
                  f"  const int64_t pt__nr = pt__min_int64_t({b.nr}, pt__nc - pt__jr);")
