@@ -40,7 +40,7 @@ def test_random_programs_agree_with_the_reference(spec: fuzz.ProgramSpec, sizes:
 
 
 @pytest.mark.cc
-@settings(max_examples=25)
+@settings(max_examples=15)
 @given(fuzz.programs(in_bounds=False), SIZE_LISTS)
 def test_random_bounds_are_checked_at_compile_or_call_time(spec: fuzz.ProgramSpec,
                                                            sizes: list[dict[str, int]]) -> None:

@@ -189,7 +189,7 @@ SIZES = st.tuples(st.integers(5, 7), st.integers(2, 3))
 
 
 @pytest.mark.cc
-@settings(derandomize=True, database=None, max_examples=25, deadline=None,
+@settings(derandomize=True, database=None, max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), SIZES)
 def test_random_programs_schedule_legally_and_match_the_reference(ops: list[tuple], size: tuple[int, int]) -> None:

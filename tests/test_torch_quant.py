@@ -57,7 +57,8 @@ def test_quantize_per_channel_as_the_op() -> None:
     _check(lambda t, s, z: qd.quantize_per_channel.default(t * 1, s, z, 1, -128, 127, torch.int8), x, scales, zps)
 
 
-@pytest.mark.parametrize(("stride", "zero", "size"), [(1, 131, 9), (2, 131, 9), (1, 0, 64), (2, 7, 64)])
+@pytest.mark.parametrize(("stride", "zero", "size"), [pytest.param(1, 131, 9, marks=pytest.mark.slow), (2, 131, 9),
+                                                     (1, 0, 64), pytest.param(2, 7, 64, marks=pytest.mark.slow)])
 def test_integer_contractions(stride: int, zero: int, size: int) -> None:
     """A convolution and a linear layer of dequantized tensors run as integer sums (int32) scaled once:
     equal to eager's float computation within float32 rounding; padding (the implicit GEMM's copy filled
@@ -224,8 +225,9 @@ def test_weights_scaled_along_another_axis_stay_in_float() -> None:
     torch.testing.assert_close(report.result, expected, rtol=1e-4, atol=1e-4 * float(expected.abs().max()))
 
 
-@pytest.mark.parametrize(("groups", "xzero", "xtype"), [(1, 131, torch.uint8), (1, 0, torch.uint8), (2, 9, torch.uint8),
-                                                         (1, -5, torch.int8)])
+@pytest.mark.parametrize(("groups", "xzero", "xtype"), [(1, 131, torch.uint8),
+                                                         pytest.param(1, 0, torch.uint8, marks=pytest.mark.slow),
+                                                         (2, 9, torch.uint8), (1, -5, torch.int8)])
 def test_weight_zero_points_that_are_not_zero(groups: int, xzero: int, xtype: torch.dtype) -> None:
     """Per-channel weight zero points other than 0: the sums read the weights as stored and subtract
     ``zw[c]`` times the activations' sums (per row of a linear layer, per window of a convolution), or keep
