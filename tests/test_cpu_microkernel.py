@@ -10,6 +10,7 @@ from oracles import contraction_reference
 
 import polytri as pt
 from polytri.cpu_codegen.contraction import blocking
+from polytri.cpu_codegen.contraction_model import TRANSPOSE_BLOCK_BYTES
 from polytri.dtypes import FLOAT32, FLOAT64
 from polytri.ir.builder import to_program
 from polytri.suite import KERNELS, copy_args, make_args
@@ -87,6 +88,22 @@ def test_transposed_operands_minus_and_sum_written_first() -> None:
     _check(_gemm("C[i, j] -= A[i, k] * (alpha * B[k, j])"), dict(M=6, N=66, K=9))
     # rows and columns named the other way round: the target's last subscript is the column
     _check(_gemm("C[j, i] += A[j, k] * B[k, i]", a_shape=("M", "K"), b_shape=("K", "M")), dict(M=6, N=6, K=7))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_right_factor_stored_along_k_is_packed_in_blocks_of_k(dtype: str) -> None:
+    """A linear layer's weight ``W[j, k]``: packed a block of ``k`` at a time (the decision says how many),
+    exact at sums that end inside a block, at a block of KC and past it."""
+    d = FLOAT32 if dtype == "float32" else FLOAT64
+    b = blocking(d)
+    kb = max(1, TRANSPOSE_BLOCK_BYTES // (b.nr * d.itemsize))
+    prog = _gemm("C[i, j] += A[i, k] * B[j, k]", dtype=dtype, b_shape=("N", "K"))
+    for K in (kb - 3, b.kc, b.kc + kb + 5):
+        _check(prog, dict(M=b.mr + 1, N=b.nr + 3, K=K))
+    k = pt.compile(prog, "cpu")
+    assert any(f"R read along k and packed {kb} values of k at a time" in line for line in k.decisions), k.decisions
+    plain = pt.compile(_gemm(dtype=dtype), "cpu")  # B[k, j] is stored along the columns
+    assert not any("R read along" in line for line in plain.decisions), plain.decisions
 
 
 def test_batched_contraction_inside_a_parallel_loop() -> None:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from ..ir.expr import Access, Expr, var_names
 from .blocking import WHOLE_L_BYTES
 from .cexpr import comment, index_expr
-from .contraction_model import Contraction
+from .contraction_model import Contraction, transpose_block
 from .dot_product import dot_blocking, slot, stored
 
 Env = dict[str, str]
@@ -43,12 +43,6 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
     threads, else of the rows or of the columns."""
     printer = _NestPrinter(c, value=value, ref=ref, bind=bind, assign=assign, epilogue=epilogue, ldc=ldc)
     return printer.print(threads)
-
-
-def _stored_along(e: Expr, k: str, b: str) -> bool:
-    """Whether ``e`` is one array element whose last subscript moves with ``k`` and not with ``b``."""
-    return (isinstance(e, Access) and bool(e.index) and k in var_names(e.index[-1], "iter")
-            and b not in var_names(e.index[-1], "iter"))
 
 
 def _matrix(e: Expr, k: str, b: str) -> bool:
@@ -314,11 +308,14 @@ class _NestPrinter:
         pack_r = [f"pt__bp[pt__jr * {kc} + {self.at_k('pt__kk', b.nr, 'pt__q', left=False)}] = "
                   f"{self.in_sum('pt__kk', 'pt__kc')}{cond} ? {self.panel_value(c.right)} : 0;"]
         renv = {**self.zenv, **self.kenv, c.b: "pt__jc + pt__jr + pt__q"}
-        if _stored_along(c.right, c.k[-1], c.b) and len(c.k) == 1:
-            # R is stored along k (a transposed weight): read it that way, write the panel with a stride
+        kb = transpose_block(c)
+        if kb is not None:
+            # R is stored along k (a transposed weight): read it that way, write the panel with a stride, kb
+            # values of k at a time (see transpose_block)
             self.out(6, f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
-                     f"  for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)",
-                     f"    for (int64_t pt__kk = 0; pt__kk < {kc}; pt__kk++) {{")
+                     f"  for (int64_t pt__kb = 0; pt__kb < {kc}; pt__kb += {kb})",
+                     f"    for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)",
+                     f"      for (int64_t pt__kk = pt__kb; pt__kk < pt__min_int64_t(pt__kb + {kb}, {kc}); pt__kk++) {{")
             self.unflatten(8, c.k, "pt__k", "pt__pc + pt__kk")
             self.scoped(8, renv, (c.right, *self.guard), pack_r)
             self.out(7, "}")
