@@ -224,6 +224,29 @@ def test_wide_reductions_accumulate_in_lanes_and_equal_eager() -> None:
     assert sum(k.program.count("_lanes[") for k in report.kernels) > 0
 
 
+@pytest.mark.parametrize("n", [197, 300])  # one vector of partial results and 5 left; four and 44 left
+def test_reductions_whose_extent_is_not_a_multiple_of_the_lanes_accumulate_in_lanes(n: int) -> None:
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (x.sum(-1), x.amax(-1), x.amin(-1), torch.softmax(x, -1), F.layer_norm(x, (n,)),
+                (x > 2.5).any(-1), (x > -2.5).all(-1))
+    x = torch.randn(6, n)
+    x[1, n - 2] = float("nan")  # in the elements left after the last whole vector
+    x[2, n - 1] = 40.0  # the maximum, last
+    x[3, :] = -float("inf")
+    x[4, n - 3] = 3.0  # the only element of its row that passes the any
+    report = pt.explain(f, x)
+    got, want = report.result, f(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, equal_nan=True, rtol=1e-5, atol=1e-5)
+    for g, w in zip(got[1:3], want[1:3]):  # maxima and minima are exact
+        torch.testing.assert_close(g, w, equal_nan=True, rtol=0, atol=0)
+    assert report.fallback_ops == []
+    lanes = [d for k in report.kernels for d in k.lowering if d.kind == "reduction-lanes"]
+    width = 16 if n < 256 else 64
+    assert lanes and {d.data["partials"] for d in lanes} == {width}, [d.text for d in lanes]
+    assert {d.data["remainder"] for d in lanes} == {n % width}
+
+
 def test_causal_attention_with_an_infinite_mask_is_lowered() -> None:
     def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         t = q.shape[-2]

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from ..pipeline.decisions import Decision
 from .torch_args import Number, as_float, as_int, as_list, as_number
 from .torch_lower import SegmentLowering, register
 from .torch_ops_pointwise import nan_max, nan_min
@@ -65,8 +66,8 @@ def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], ke
 
     lanes = 0 if ctx.on_gpu() else LANES.get(acc, 0)  # Triton chunks a reduction itself
     ext = red[-1] if dims and dims[-1] == v.rank - 1 else ""
-    if lanes and ext.isdigit() and int(ext) % lanes == 0 and int(ext) >= 4 * lanes:
-        chains = ACCUMULATORS if int(ext) % (ACCUMULATORS * lanes) == 0 and int(ext) >= 4 * ACCUMULATORS * lanes else 1
+    if lanes and ext.isdigit() and int(ext) >= 4 * lanes:
+        chains = ACCUMULATORS if int(ext) >= 4 * ACCUMULATORS * lanes else 1
         _reduce_in_lanes(ctx, name, shape, red, lanes, chains, x, target, init=init, combine=combine, acc=acc)
         return
 
@@ -80,11 +81,18 @@ def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], ke
     ctx.emit(name, shape, lambda it, r: combine(tgt(it), x(it, r)), red=red, index=target)
 
 
-#: Reductions over a contiguous static dimension accumulate this many partial results side by side (one
-#: vector of the machine), so the accumulation loop carries no dependence and vectorizes (on the CPU
-#: target: Triton kernels reduce chunks with tl.sum / tl.max, and the online softmax matches the plain form).
-#: Keyed by the accumulator's type: float16 and bfloat16 sums accumulate in float32 and take its lanes.
-LANES = {torch.float32: 16, torch.float64: 8}
+#: Reductions over a contiguous static dimension of at least four vectors accumulate this many partial
+#: results side by side (one vector of the machine), so the accumulation loop carries no dependence and
+#: vectorizes (on the CPU target: Triton kernels reduce chunks with tl.sum / tl.max, and the online softmax
+#: matches the plain form).  When the extent is not a multiple of the partial results (ViT's 197 tokens),
+#: the accumulation's last step covers only the elements left, in the first partial results (a guard on
+#: its domain, no statement more): before, such a dimension was reduced one element at a time (ViT's
+#: attention softmax, the max and the sum of 197 scores per row, took longer than the two products around
+#: it, profiled on one thread).
+#: Keyed by the accumulator's type: float16 and bfloat16 sums accumulate in float32 and take its lanes;
+#: ``any`` and ``all`` take as many as float32, the type their tests usually compare (sdpa's test of
+#: fully masked rows, one element at a time, took half of the softmax's time at 197 tokens).
+LANES = {torch.float32: 16, torch.float64: 8, torch.bool: 16}
 
 #: Vectors of partial results when the dimension is long enough (a multiple of this many vectors, at
 #: least four times over; a power of two): independent chains of operations, where one vector makes every
@@ -98,9 +106,12 @@ def _reduce_in_lanes(ctx: SegmentLowering, name: str, shape: tuple[str, ...], re
                      init: Callable[[Callable[[Index], str]], Callable[[Index], str]] | None,
                      combine: Callable[[str, str], str], acc: torch.dtype) -> None:
     """The reduction in steps: ``chains * lanes`` partial results over the innermost reduced dimension split
-    as ``width * q + l`` (``l`` innermost, parallel), folded pairwise into the first ``lanes`` (one
-    statement, a parallel loop over the lanes), then those combined in order."""
+    as ``width * q + l`` (``l`` innermost, parallel; the last ``q`` covers only the elements left when the
+    extent is not a multiple of ``width``, in the first partial results), folded pairwise into the first
+    ``lanes`` (one statement, a parallel loop over the lanes), then those combined in order."""
     width = lanes * chains
+    whole, rem = divmod(int(red[-1]), width)
+    _record_lanes(ctx, name, int(red[-1]), width, rem)
     part = ctx.temp(name.removeprefix("t_") + "_lanes", shape + (str(width),), acc)
     k = len(shape)
     outer = red[:-1]
@@ -116,8 +127,9 @@ def _reduce_in_lanes(ctx: SegmentLowering, name: str, shape: tuple[str, ...], re
 
     def acc_rhs(it: Index, r: Index) -> str:
         return combine(cell(it, r[-1]), x(it, r[:-2] + (f"{width} * {r[-2]} + {r[-1]}",)))
-    ctx.emit(part, shape, acc_rhs, red=outer + (str(int(red[-1]) // width), str(width)),
-             target_index=lambda it, r: it + (r[-1],))
+    q, lane = f"r{len(outer)}", f"r{len(outer) + 1}"  # emit's names of the last two reduction iterators
+    ctx.emit(part, shape, acc_rhs, red=outer + (str(whole + (rem > 0)), str(width)),
+             guard=(f"{width} * {q} + {lane} < {red[-1]}",) if rem else (), target_index=lambda it, r: it + (r[-1],))
     if chains > 1:
         def fold(it: Index, r: Index, lo: int = 0, n: int = chains) -> str:  # pairwise: ((0, 1), (2, 3))
             if n == 1:
@@ -130,6 +142,15 @@ def _reduce_in_lanes(ctx: SegmentLowering, name: str, shape: tuple[str, ...], re
     first = (lambda it: cell(it, "0")) if init is not None else (lambda it: "0")
     ctx.emit(name, shape, lambda it, r: first(it), index=target)
     ctx.emit(name, shape, lambda it, r: combine(tgt(it), cell(it, r[0])), red=(str(lanes),), index=target)
+
+
+def _record_lanes(ctx: SegmentLowering, name: str, extent: int, width: int, rem: int) -> None:
+    """File a reduction in partial results among the segment's decisions (``explain()`` lists it)."""
+    node = ctx.current.name if ctx.current is not None else name
+    last = f", the last {rem} into the first {rem}" if rem else ""
+    ctx.segment.decisions.append(Decision(
+        "lowering", "reduction-lanes", node, f"{node}: {name} reduced over {extent} elements in {width} "
+        f"partial results side by side{last}", {"array": name, "extent": extent, "partials": width, "remainder": rem}))
 
 
 def _count(v: Val, dims: Sequence[int]) -> str:
