@@ -26,7 +26,8 @@ from polytri.suite import KERNELS, copy_args, make_args
 def _ast(name: str, schedule: str) -> tuple[pt.Program, Node]:
     prog = to_program(KERNELS[name].build())
     deps = compute_dependences(prog)
-    _, _, ast = choose_schedule(prog, deps, schedule, "smart", None, None)
+    tiled = schedule.endswith("+tiled")   # "pluto+tiled": Pluto's schedule, tiled
+    _, _, ast = choose_schedule(prog, deps, schedule.removesuffix("+tiled"), "smart", True if tiled else None, None)
     return prog, ast
 
 
@@ -47,21 +48,22 @@ def _instances(prog: pt.Program, params: dict[str, int]) -> int:
 # tetrahedron (i < N, j < i, k < j), more where tiles cut a triangle (the tiles a triangle partly
 # covers count whole).  An overestimate only makes a region open where it might not pay: the behaviour
 # without the model.
-@pytest.mark.parametrize("name, schedule, params, slack", [
-    ("gemm", "original", dict(NI=7, NJ=5, NK=3), 1.0),
-    ("jacobi_2d", "original", dict(T=3, N=9), 1.0),
-    ("heat_3d", "auto", dict(T=8, N=66), 17.0),     # original / time-tiled by size: each branch
-    ("lu", "original", dict(N=30), 6.0),
-    ("lu", "auto", dict(N=200), 10.0),              # tiled, guards
-    ("cholesky", "auto", dict(N=200), 32.0),
+@pytest.mark.parametrize("name, schedule, params, slack, other", [
+    ("gemm", "original", dict(NI=7, NJ=5, NK=3), 1.0, None),
+    ("jacobi_2d", "original", dict(T=3, N=9), 1.0, None),
+    ("heat_3d", "pluto+tiled", dict(T=8, N=66), 17.0, None),  # time-tiled
+    ("lu", "original", dict(N=30), 6.0, None),
+    ("lu", "auto", dict(N=200), 10.0, 6.0),             # tiled, guards / untiled where one tile at a time
+    ("cholesky", "auto", dict(N=200), 32.0, 6.0),
 ])
 def test_the_work_bound_covers_every_instance(name: str, schedule: str, params: dict[str, int],
-                                              slack: float) -> None:
+                                              slack: float, other: float | None) -> None:
     prog, ast = _ast(name, schedule)
     count = _instances(prog, params)
-    # an AST tiled by size (schedule/reuse.py) runs one of its two branches: each is bounded alone, the
-    # input order's exactly
-    branches = [(ast.then, slack), (ast.orelse, 1.0)] if isinstance(ast, If) and ast.orelse else [(ast, slack)]
+    # an AST carrying two schedules (tiled by size, or a wavefront by tile count: schedule/choose.py) runs
+    # one of its branches: each is bounded alone, the untiled one as a triangle is (6x on a tetrahedron)
+    assert (other is not None) == (isinstance(ast, If) and ast.orelse is not None)
+    branches = [(ast.then, slack), (ast.orelse, other)] if isinstance(ast, If) and ast.orelse else [(ast, slack)]
     for branch, most in branches:
         bound = loop_work(branch, lambda s: 1).value(params)
         assert bound is not None and count <= bound <= most * count, (bound, count)
