@@ -163,6 +163,7 @@ def test_pt_over_polly_column_and_summary(markdown: bool) -> None:
 
 
 @pytest.mark.cc
+@pytest.mark.slow   # clang's probes and builds: half a minute (make fuzz)
 def test_gemm_through_polly_agrees_with_naive() -> None:
     found, why = polly.find_polly()
     if found is None:

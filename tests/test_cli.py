@@ -18,8 +18,8 @@ def test_version(capsys):
 
 @pytest.mark.cc
 def test_demo_quick_prints_agreeing_table(tmp_path):
-    env_cache = {"POLYTRI_CACHE_DIR": str(tmp_path)}
     import os
+    env_cache = {"POLYTRI_CACHE_DIR": os.environ.get("POLYTRI_CACHE_DIR", str(tmp_path))}  # the run's cache
     proc = subprocess.run([sys.executable, "-m", "polytri.tools.cli", "demo", "--quick"], capture_output=True,
                           text=True, timeout=300, env={**os.environ, **env_cache})
     assert proc.returncode == 0, proc.stderr
