@@ -406,20 +406,24 @@ def _py_mod(a: int, b: int) -> int:
 @pytest.mark.parametrize("dt", ["int8", "int32", "int64"])
 def test_integer_floordiv_and_mod_follow_python(dt: str) -> None:
     p = pt.Program(f"divmod_{dt}", params=["N"])
-    for n in ("A", "B", "Q", "R", "S", "T", "U"):
+    for n in ("A", "B", "Q", "R", "S", "T", "U", "V"):
         p.array(n, ("N",), dt)
     with p.loop("i", 0, "N"):
         p.assign("Q[i] = A[i] // B[i]")
         p.assign("R[i] = A[i] % B[i]")
         p.assign("S[i] = A[i] // -3 + A[i] % -3")
         p.assign("T[i] = -7 // B[i]")
-        p.assign("U[i] = (i - 5) // 3 * 10 + (i - 5) % 3")
+        p.assign("U[i] = (i - 5) // 3 * 10 + (i - 5) % 3")   # positive constant divisors: their own helpers
+        p.assign("V[i] = A[(i - 5) % 3] + A[(i + 5) // 3]")  # the same in subscripts
     vals = [(x, y) for x in range(-9, 10, 2) for y in (-4, -3, -1, 0, 1, 2, 5)]
     a = np.array([x for x, _ in vals], dt)
     b = np.array([y for _, y in vals], dt)
     n = len(vals)
-    zeros = {k: np.zeros(n, dt) for k in "QRSTU"}
+    zeros = {k: np.zeros(n, dt) for k in "QRSTUV"}
     ref = assert_agree(p, {"A": a, "B": b, **zeros}, exact=True)
+    assert ref["V"].tolist() == [np.array(a[(i - 5) % 3] + a[(i + 5) // 3]).astype(dt).item() for i in range(n)]
+    source = pt.compile(p).source
+    assert "A[pt__modp_i64(i - 5, 3)] + A[pt__floordivp_i64(i + 5, 3)]" in source
     assert ref["Q"].tolist() == [_py_floordiv(x, y) for x, y in vals]
     assert ref["R"].tolist() == [_py_mod(x, y) for x, y in vals]
     assert ref["S"].tolist() == [x // -3 + x % -3 for x, _ in vals]

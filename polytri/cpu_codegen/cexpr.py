@@ -101,6 +101,14 @@ def c_float(v: float, d: DType) -> C:
     return C(text, PRIMARY if v >= 0 else UNARY)
 
 
+def _division_helper(e: Binary) -> str:
+    """The prelude's helper for integer ``//`` or ``%`` (Python's rules): the branch-free one where the
+    divisor is a positive constant (what gcc vectorizes inside OpenMP regions too)."""
+    v = const_value(e.rhs)
+    positive = isinstance(v, int) and v > 0
+    return {"//": "pt__floordiv", "%": "pt__mod"}[e.op] + ("p_i64" if positive else "_i64")
+
+
 def index_expr(e: Expr) -> C:
     """An integer (affine or loop-bound) expression in int64_t arithmetic."""
     v = const_value(e)
@@ -112,10 +120,8 @@ def index_expr(e: Expr) -> C:
         return neg(index_expr(e.operand))
     if isinstance(e, Binary):
         a, b = index_expr(e.lhs), index_expr(e.rhs)
-        if e.op == "//":
-            return call("pt__floordiv_i64", a, b)
-        if e.op == "%":
-            return call("pt__mod_i64", a, b)
+        if e.op in ("//", "%"):
+            return call(_division_helper(e), a, b)
         return binop(e.op, a, b)
     if isinstance(e, Call):
         args = [index_expr(a) for a in e.args]
@@ -215,8 +221,7 @@ class CExprPrinter:
             if d.kind == "f":
                 fn = {"//": "pt__floordiv", "%": "pt__mod"}[e.op] + ("_f64" if d.c_compute == "double" else "_f32")
                 return self.rnd(d, call(fn, a, b))
-            fn = {"//": "pt__floordiv_i64", "%": "pt__mod_i64"}[e.op]
-            return self.narrow(d, call(fn, a, b))
+            return self.narrow(d, call(_division_helper(e), a, b))
         return self.narrow(d, binop(e.op, a, b))
 
     def call(self, e: Call, d: DType) -> C:
