@@ -47,8 +47,10 @@ def test_literals() -> None:
 def test_index_expressions() -> None:
     i, n = Var("i", "iter"), Var("N", "param")
     assert index_expr(Binary("-", n, Binary("-", i, Const(1)))).text == "N - (i - 1)"
-    assert index_expr(Binary("//", i, Const(2))).text == "pt__floordiv_i64(i, 2)"
-    assert index_expr(Binary("%", Binary("+", i, n), Const(3))).text == "pt__mod_i64(i + N, 3)"
+    assert index_expr(Binary("//", i, Const(2))).text == "pt__floordivp_i64(i, 2)"   # a positive constant
+    assert index_expr(Binary("%", Binary("+", i, n), Const(3))).text == "pt__modp_i64(i + N, 3)"
+    assert index_expr(Binary("//", i, n)).text == "pt__floordiv_i64(i, N)"             # any other divisor
+    assert index_expr(Binary("%", i, Const(-3))).text == "pt__mod_i64(i, -3)"
     assert index_expr(Call("min", (i, n))).text == "pt__min_int64_t(i, N)"
 
 
