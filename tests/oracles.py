@@ -1,5 +1,6 @@
-"""Test oracles faster than ``pt.reference`` for the shapes the block-edge tests run, each checked against
-it on small cases (tests/test_cpu_microkernel.py)."""
+"""Test oracles faster than ``pt.reference`` for the shapes the block-edge tests run: the contraction one is
+checked against it bit for bit on small cases (tests/test_cpu_microkernel.py); the integer one is exact
+arithmetic, and the small cases of tests/test_cpu_dot_product.py still run ``pt.reference`` itself."""
 
 from __future__ import annotations
 
