@@ -136,7 +136,10 @@ def _wavefront_where_tiles_run_side_by_side(prog: Program, deps: Dependences, un
     the tiled loops ran 0.80x the speed of the input order on one thread, where the untiled schedule (the
     input order there) ran at 1.00x (indicative: measured at load 3 to 4)."""
     sched, decisions, ast = chosen
-    trips = _parallel_trips(ast, {})
+    try:
+        trips = _parallel_trips(ast, {})
+    except _Unbounded:   # a loop without an affine bound: the tiles stay
+        return chosen
     if not trips:
         return chosen
     cond: Expr = Binary(">=", trips[0][1], Const(2))
@@ -159,12 +162,12 @@ def _wavefront_where_tiles_run_side_by_side(prog: Program, deps: Dependences, un
 
 
 def _parallel_trips(n: Node, ranges: dict[str, Range]) -> list[tuple[str, Expr]]:
-    """Each outermost parallel loop of ``n`` with an upper bound of its trip count in the parameters (none
-    where a bound is not affine)."""
+    """Each outermost parallel loop of ``n`` with an upper bound of its trip count in the parameters; empty
+    where some loop on the way has no affine bound (a parallel loop left uncounted could have many tiles)."""
     if isinstance(n, For):
         trip = trip_count(n, ranges)
         if trip is None:
-            return []
+            raise _Unbounded
         if n.parallel:
             return [(n.var, trip[0])]
         return _parallel_trips(n.body, {**ranges, n.var: trip[1]})
@@ -173,6 +176,10 @@ def _parallel_trips(n: Node, ranges: dict[str, Range]) -> list[tuple[str, Expr]]
     if isinstance(n, If):
         return _parallel_trips(n.then, ranges) + (_parallel_trips(n.orelse, ranges) if n.orelse is not None else [])
     return []
+
+
+class _Unbounded(Exception):
+    """A loop whose trip count has no affine bound (:func:`_parallel_trips`)."""
 
 
 def _parallelism_lost(prog: Program, ours: Node, theirs: Node) -> str | None:
