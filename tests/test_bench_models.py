@@ -14,6 +14,7 @@ from polytri.tools.cli import main
 pytestmark = pytest.mark.cc
 
 
+@pytest.mark.slow   # Inductor's first compile in a process: 20 s (make fuzz)
 def test_models_benchmark_row_and_summary(capsys: pytest.CaptureFixture[str]) -> None:
     before = {v: os.environ.get(v) for v in CACHE_VARIABLES}
     assert main(["bench", "--models", "--only", "mlp", "--dtypes", "float32", "--threads", "1",

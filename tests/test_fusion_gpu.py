@@ -104,7 +104,7 @@ def test_transposed_operand_is_read_in_place_on_nvgpu() -> None:
     assert "_b[" not in program and program.count("statement S") == 6
 
 
-@pytest.mark.parametrize("arch", ["sm_90", "gfx942"])
+@pytest.mark.parametrize("arch", ["sm_90", pytest.param("gfx942", marks=pytest.mark.slow)])  # AMD's: make fuzz
 def test_fused_kernels_compile_ahead_of_time(arch: str) -> None:
     """The fused launches (a product with its epilogue, a convolution with its init and relu) compile to
     machine code for a real GPU, not only in the interpreter (attention's one launch, in online form:

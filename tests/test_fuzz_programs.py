@@ -33,14 +33,14 @@ def _check(spec: fuzz.ProgramSpec, sizes: list[dict[str, int]]) -> None:
 
 
 @pytest.mark.cc
-@settings(max_examples=8)
+@settings(max_examples=6)
 @given(fuzz.programs(), SIZE_LISTS)
 def test_random_programs_agree_with_the_reference(spec: fuzz.ProgramSpec, sizes: list[dict[str, int]]) -> None:
     _check(spec, [{**s, "N": max(s["N"], 1)} for s in sizes])
 
 
 @pytest.mark.cc
-@settings(max_examples=10)
+@settings(max_examples=6)
 @given(fuzz.programs(in_bounds=False), SIZE_LISTS)
 def test_random_bounds_are_checked_at_compile_or_call_time(spec: fuzz.ProgramSpec,
                                                            sizes: list[dict[str, int]]) -> None:

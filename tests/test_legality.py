@@ -101,7 +101,7 @@ def test_pluto_schedule_is_legal(name: str, fuse: str) -> None:
     assert s.map.is_injective()
 
 
-@pytest.mark.parametrize("name", list(KERNELS))
+@pytest.mark.parametrize("name", [n if n != "deriche" else pytest.param(n, marks=pytest.mark.slow) for n in KERNELS])
 def test_negating_a_dimension_is_legal_exactly_when_it_is_parallel(name: str) -> None:
     """A dimension carrying a dependence runs it backwards once negated; a parallel one carries none."""
     prog, deps = _analysed(name)

@@ -248,6 +248,7 @@ _IMPORT_ORDER = textwrap.dedent("""
 
 
 @pytest.mark.interp
+@pytest.mark.slow   # both runtimes started in one process: a quarter of a minute (make fuzz)
 def test_tensorflow_then_triton_in_one_process() -> None:
     """TensorFlow imported first, then a program on nvgpu (Triton's interpreter): the process does not
     abort (LLVM's options registered twice) and the result is right."""

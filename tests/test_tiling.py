@@ -47,7 +47,7 @@ def test_tiled_kernels_match_reference(name: str, threads: int) -> None:
                                      "min_parallel_work": 0 if threads > 1 else None})
 
 
-@pytest.mark.parametrize("name", ["gemm", "jacobi_2d", "seidel_2d", "lu", "heat_3d"])
+@pytest.mark.parametrize("name", ["gemm", "jacobi_2d", "seidel_2d", "lu", pytest.param("heat_3d", marks=pytest.mark.slow)])
 def test_parameters_smaller_than_one_tile(name: str) -> None:
     _run(name, KERNELS[name].tiny, {"schedule": "pluto", "tile": True, "tile_size": 8})
 
