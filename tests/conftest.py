@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, settings
 
 # The test workers share the cores (pytest-xdist runs one per core), so the kernels' OpenMP threads that
 # wait at a barrier sleep instead of spinning: a spinning thread takes the core its team mate (or the
-# other worker) needs, and a region of a two-thread test kernel once took 25 s instead of 0.6 s.  Set
+# other worker) needs: doitgen's two-thread test took 25 s in a suite run on a loaded machine, 0.6 s alone.  Set
 # before anything loads libgomp, which reads it once.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 

@@ -26,9 +26,9 @@ from .cexpr import index_expr
 Verdict = Literal["parallel", "runtime"]
 """``parallel``: the region always opens; ``runtime``: it opens when its work reaches the threshold."""
 MIN_WORK = "pt__min_parallel_work"
+"""The generated function's argument holding the threshold."""
 MAX_BOUND_CHARS = 2000
 """Longest work bound printed in a region's test (see :meth:`RegionChoice.condition`)."""
-"""The generated function's argument holding the threshold."""
 
 
 def _operations(e: Expr) -> int:
@@ -71,13 +71,14 @@ class RegionChoice:
         if self.trips is None:
             return f"pt__threads > 1 && {self.work_text()} >= {MIN_WORK}"
         trips = index_expr(self.trips).text
-        work = self.work_text()
-        if len(work) > MAX_BOUND_CHARS:
+        if self.bound_too_long():
             return f"pt__threads > 1 && (double)({trips}) >= 2.0"
+        work = self.work_text()
         return (f"pt__threads > 1 && {work} >= {MIN_WORK} && "
                 f"pt__region_pays({work}, (double)({trips}), pt__threads, {MIN_WORK})")
 
     def bound_too_long(self) -> bool:
+        """Whether the work bound's C text is too long to print in the region's test."""
         return self.work.terms is not None and len(self.work_text()) > MAX_BOUND_CHARS
 
     def work_text(self) -> str:

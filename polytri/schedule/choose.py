@@ -133,8 +133,8 @@ def _wavefront_where_tiles_run_side_by_side(prog: Program, deps: Dependences, un
     Pluto schedule otherwise.  The bound is an upper bound of each outermost parallel loop's trip count
     (:func:`.loop_work.trip_count`) in the parameters.  floyd-warshall at PolyBench's MEDIUM size (N = 500)
     has one tile of 512 columns per row of tiles: its wavefront never runs two tiles side by side, and
-    the tiled loops ran 0.80x the speed of the input order on one thread, where the untiled schedule (the
-    input order there) ran at 1.00x (indicative: measured at load 3 to 4)."""
+    the default ran at 0.82x the speed of the input order's C; with the untiled schedule there (its input
+    order), 1.00x (``polytri bench --dataset medium``, quiet runs before and after)."""
     sched, decisions, ast = chosen
     try:
         trips = _parallel_trips(ast, {})
@@ -162,8 +162,9 @@ def _wavefront_where_tiles_run_side_by_side(prog: Program, deps: Dependences, un
 
 
 def _parallel_trips(n: Node, ranges: dict[str, Range]) -> list[tuple[str, Expr]]:
-    """Each outermost parallel loop of ``n`` with an upper bound of its trip count in the parameters; empty
-    where some loop on the way has no affine bound (a parallel loop left uncounted could have many tiles)."""
+    """Each outermost parallel loop of ``n`` with an upper bound of its trip count in the parameters.
+    Raises :class:`_Unbounded` where some loop on the way has no affine bound (a parallel loop left
+    uncounted could have many tiles)."""
     if isinstance(n, For):
         trip = trip_count(n, ranges)
         if trip is None:
