@@ -147,3 +147,15 @@ def test_malformed_indirect_subscripts_are_rejected() -> None:
         p.assign("A[i] = A[ids[i]]")
     with pytest.raises(pt.ProgramError, match="index array 'ids' .* is written by statement S0"):
         pt.compile(p)
+
+
+def test_one_index_check_built_for_the_parameters_checks_every_later_call() -> None:
+    from polytri.runtime.index_check import IndexCheck
+    prog = _embedding().build()
+    check = IndexCheck(prog, {"B": 3, "V": 7, "H": 5})
+    assert [(s.statement.name, s.dim, s.extent) for s in check.subscripts] == [("S0", 0, 7)]
+    check(_args([3, 6, 0]), {})
+    for bad in (7, -1):
+        with pytest.raises(pt.IndexValueError, match=rf"equal {bad}, out of range"):
+            check(_args([3, bad, 0]), {})
+    check(_args([0, 0, 6]), {})

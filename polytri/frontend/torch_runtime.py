@@ -20,7 +20,7 @@ from ..fusion.traffic import Traffic
 from ..ir.builder import ProgramBuilder
 from ..ir.indirect import is_indirect
 from ..pipeline.decisions import Decision
-from ..runtime.index_check import check_index_values
+from ..runtime.index_check import IndexCheck
 from .torch_cache import compile_cached
 from .torch_lower import Segment
 from .torch_options import TorchOptions
@@ -99,6 +99,8 @@ class _KernelStep:
         self._lock = threading.Lock()
         self._checked: set[tuple[Any, ...]] = set()
         """Argument signatures (shapes, types, parameters) that passed the kernel's checks."""
+        self._index_checks: dict[tuple[int, ...], IndexCheck] = {}
+        """The indirect subscripts' checks by parameter values."""
         self._indirect = self.kernel is not None and any(
             is_indirect(acc) for st in self.kernel.program.statements for acc in st.reads)
         self._unchecked = (getattr(self.kernel, "call_unchecked", None)
@@ -119,7 +121,7 @@ class _KernelStep:
         signature = (tuple((t.shape, t.dtype, t.device, t.layout, t.is_neg()) for t in inputs), tuple(params))
         if signature in self._checked:
             if self._indirect:  # index values change from call to call: checked every time
-                self._check_index_values(inputs, kwargs)
+                self._check_index_values(inputs, kwargs, tuple(params))
             self._unchecked([kwargs[n].data_ptr() if n in kwargs else ptrs[self._input_at[n]] for n in self._arrays],
                             params)
             return
@@ -128,11 +130,18 @@ class _KernelStep:
             self._checked.clear()
         self._checked.add(signature)
 
-    def _check_index_values(self, inputs: list[torch.Tensor], kwargs: dict[str, Any]) -> None:
-        """The call-time check of the kernel's indirect subscripts (:mod:`polytri.runtime.index_check`)."""
+    def _check_index_values(self, inputs: list[torch.Tensor], kwargs: dict[str, Any],
+                            params: tuple[int, ...]) -> None:
+        """The call-time check of the kernel's indirect subscripts (:mod:`polytri.runtime.index_check`),
+        whose instances are computed once per parameter values."""
         assert self.kernel is not None
         prog, args = self.kernel.program, self._detached(inputs, kwargs)
-        check_index_values(prog, {p: args[p] for p in prog.params}, {a.name: args[a.name] for a in prog.arrays}, {})
+        check = self._index_checks.get(params)
+        if check is None:
+            if len(self._index_checks) >= 64:  # many sizes (dynamic shapes)
+                self._index_checks.clear()
+            check = self._index_checks[params] = IndexCheck(prog, {p: args[p] for p in prog.params})
+        check({a.name: args[a.name] for a in prog.arrays}, {})
 
     def _detached(self, inputs: list[torch.Tensor], kwargs: dict[str, Any]) -> dict[str, Any]:
         """``kwargs`` with the inputs, detached from autograd (the checked call reads them), named as in

@@ -12,6 +12,7 @@ box (the usual case), the points isl enumerates otherwise.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import islpy as isl
@@ -90,8 +91,8 @@ def _value(e: Expr, env: dict[str, Any], arrays: dict[str, Any], xp: _Xp) -> Any
     raise IndexValueError(f"cannot compute the indirect subscript {expr_to_str(e)} before the call")
 
 
-def _instances(st: Statement, used: list[str], program: Program, params: dict[str, int],
-               xp: _Xp) -> dict[str, Any] | None:
+def _instances(st: Statement, used: list[str], program: Program,
+               params: dict[str, int]) -> dict[str, np.ndarray] | None:
     """The values of the iterators ``used`` over the statement's instances (``None``: no instance)."""
     dom = fix_params(st.domain.intersect_params(program.context), params)
     keep = [st.iterators.index(u) for u in used]
@@ -105,28 +106,68 @@ def _instances(st: Statement, used: list[str], program: Program, params: dict[st
     for k, (lo, hi) in enumerate(box):
         rect = rect.lower_bound_val(isl.dim_type.set, k, lo).upper_bound_val(isl.dim_type.set, k, hi)
     if rect.intersect_params(dom.params()).is_subset(dom):
-        return {u: xp.array(np.arange(lo, hi + 1).reshape([-1 if j == k else 1 for j in range(len(used))]))
+        return {u: np.arange(lo, hi + 1, dtype=np.int64).reshape([-1 if j == k else 1 for j in range(len(used))])
                 for k, (u, (lo, hi)) in enumerate(zip(used, box))}
     points: list[list[int]] = []
     dom.foreach_point(lambda p: points.append([p.get_coordinate_val(isl.dim_type.set, k).to_python()
                                                for k in range(len(used))]))
     table = np.array(points, dtype=np.int64).reshape(-1, len(used))
-    return {u: xp.array(table[:, k]) for k, u in enumerate(used)}
+    return {u: table[:, k].copy() for k, u in enumerate(used)}
 
 
-def _check_subscript(program: Program, st: Statement, acc: Access, d: int, params: dict[str, int],
-                     arrays: dict[str, Any], scalars: dict[str, Any]) -> None:
-    e = acc.index[d]
+@dataclass(frozen=True)
+class _Subscript:
+    """One indirect subscript to check: dimension ``dim`` of ``access`` in ``statement``, whose
+    instances (the iterators it uses, as broadcasting ``arange`` vectors or a point table) and array
+    extent are fixed by the parameters."""
+
+    statement: Statement
+    access: Access
+    dim: int
+    instances: dict[str, np.ndarray]
+    extent: int
+
+
+class IndexCheck:
+    """The call-time check of ``program``'s indirect subscripts at fixed parameter values.
+
+    Built once per parameter values (isl projects the domains and enumerates the instances), then
+    called with each call's arrays: only the subscripts' values are computed then, with numpy or torch.
+    """
+
+    def __init__(self, program: Program, params: dict[str, int]):
+        self.program = program
+        self.params = dict(params)
+        self.subscripts: list[_Subscript] = []
+        seen: set[tuple[str, Access, int]] = set()
+        for st in program.statements:
+            for acc in st.reads:
+                for d in indirect_dims(acc):
+                    if (st.name, acc, d) in seen:
+                        continue
+                    seen.add((st.name, acc, d))
+                    check_index_arrays(program)
+                    used = [it for it in st.iterators if it in var_names(acc.index[d], "iter")]
+                    instances = _instances(st, used, program, params)
+                    if instances is not None:
+                        extent = evaluate(program.array(acc.array).shape[d], params)
+                        self.subscripts.append(_Subscript(st, acc, d, instances, extent))
+
+    def __call__(self, arrays: dict[str, Any], scalars: dict[str, Any]) -> None:
+        """Raise :class:`IndexValueError` when a subscript takes a value outside its dimension."""
+        for sub in self.subscripts:
+            _check_subscript(self.program, sub, self.params, arrays, scalars)
+
+
+def _check_subscript(program: Program, sub: _Subscript, params: dict[str, int], arrays: dict[str, Any],
+                     scalars: dict[str, Any]) -> None:
+    st, acc, d = sub.statement, sub.access, sub.dim
     xp = _Xp(arrays[index_reads(acc)[0].array])
-    used = [it for it in st.iterators if it in var_names(e, "iter")]
-    env = _instances(st, used, program, params, xp)
-    if env is None:
-        return
+    env = {u: xp.array(v) for u, v in sub.instances.items()}
     env.update({p: xp.array(v) for p, v in params.items()})
     env.update({s: xp.array(int(v)) for s, v in scalars.items() if np.issubdtype(type(v), np.integer)})
-    values = _value(e, env, arrays, xp)
-    extent = evaluate(program.array(acc.array).shape[d], params)
-    bad = (values < 0) | (values >= extent)
+    values = _value(acc.index[d], env, arrays, xp)
+    bad = (values < 0) | (values >= sub.extent)
     if not bool(bad.any()):
         return
     first = int(values[bad].reshape(-1)[0])
@@ -134,18 +175,12 @@ def _check_subscript(program: Program, st: Statement, acc: Access, d: int, param
     raise IndexValueError(
         f"{program.name}: statement {st.name} ({st.text()}) reads {expr_to_str(acc)}: index array {names} "
         f"holds a value that makes subscript {d} equal {first}, out of range for dimension {d} of array "
-        f"{acc.array!r} (size {extent}). Nothing was run")
+        f"{acc.array!r} (size {sub.extent}). Nothing was run")
 
 
 def check_index_values(program: Program, params: dict[str, int], arrays: dict[str, Any],
                        scalars: dict[str, Any]) -> None:
     """Raise :class:`IndexValueError` when an indirect subscript of ``program`` takes a value outside
-    its array dimension for these arguments (see the module's docstring)."""
-    seen: set[tuple[str, Access, int]] = set()
-    for st in program.statements:
-        for acc in st.reads:
-            for d in indirect_dims(acc):
-                if (st.name, acc, d) not in seen:
-                    seen.add((st.name, acc, d))
-                    check_index_arrays(program)
-                    _check_subscript(program, st, acc, d, params, arrays, scalars)
+    its array dimension for these arguments (see the module's docstring; :class:`IndexCheck` keeps the
+    work that depends only on the parameters, for repeated calls)."""
+    IndexCheck(program, params)(arrays, scalars)
