@@ -9,6 +9,7 @@ import pytest
 from oracles import contraction_reference
 
 import polytri as pt
+from polytri.cpu_codegen.blocking import cpu_flags
 from polytri.cpu_codegen.contraction import blocking
 from polytri.cpu_codegen.contraction_model import TRANSPOSE_BLOCK_BYTES
 from polytri.dtypes import FLOAT32, FLOAT64
@@ -101,9 +102,38 @@ def test_a_right_factor_stored_along_k_is_packed_in_blocks_of_k(dtype: str) -> N
     for K in (kb - 3, b.kc, b.kc + kb + 5):
         _check(prog, dict(M=b.mr + 1, N=b.nr + 3, K=K))
     k = pt.compile(prog, "cpu")
-    assert any(f"R read along k and packed {kb} values of k at a time" in line for line in k.decisions), k.decisions
+    lanes = 64 // d.itemsize if cpu_flags() >= {"avx512f"} else 32 // d.itemsize
+    assert _contraction_data(k) == {"transpose_block": kb, "transpose_squares": lanes}
     plain = pt.compile(_gemm(dtype=dtype), "cpu")  # B[k, j] is stored along the columns
-    assert not any("R read along" in line for line in plain.decisions), plain.decisions
+    assert _contraction_data(plain) == {"transpose_block": None, "transpose_squares": None}
+
+
+def _contraction_data(k: pt.CpuKernel) -> dict:
+    (rec,) = [d for d in k.decision_records if d.kind == "contraction"]
+    return {key: rec.data[key] for key in ("transpose_block", "transpose_squares")}
+
+
+@pytest.mark.parametrize("simd", [True, False])
+def test_a_right_factor_along_k_with_strides_moves_in_squares(simd: bool) -> None:
+    """The squares take the weight's strides from its addresses: every other value of ``k`` (a stride of 2
+    along ``k``: element by element) in rows of ``2 K + 4`` values (the stride between columns)."""
+    p = pt.Program("mk", params=["M", "N", "K"])
+    p.array("C", ("M", "N"), "float32")
+    p.array("A", ("M", "K"), "float32")
+    p.array("B", ("N", "2 * K + 4"), "float32")
+    with p.loop("i", 0, "M"), p.loop("j", 0, "N"), p.loop("k", 0, "K"):
+        p.assign("C[i, j] += A[i, k] * B[j, 2 * k + 1]")
+    rng = np.random.default_rng(3)
+    M, N, K = 5, 2 * 64 + 5, 2 * 16 + 3
+    args = {"M": M, "N": N, "K": K, "C": rng.standard_normal((M, N)).astype(np.float32),
+            "A": rng.standard_normal((M, K)).astype(np.float32),
+            "B": rng.standard_normal((N, 2 * K + 4)).astype(np.float32)}
+    want = {n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in args.items()}
+    contraction_reference(p, **want)
+    k = pt.compile(p, "cpu", options={"simd": simd})
+    assert _contraction_data(k)["transpose_squares"] is not None
+    k(**args)
+    np.testing.assert_array_equal(args["C"], want["C"])
 
 
 def test_batched_contraction_inside_a_parallel_loop() -> None:

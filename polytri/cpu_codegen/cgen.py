@@ -22,13 +22,14 @@ from ..schedule.loop_ast import Block, For, If, Node, Run, run_counts, walk
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
 from .contraction import find_contraction, find_domain_contraction
 from .contraction_fusion import epilogue_iterators, zero_init_fuses
-from .contraction_model import Contraction, few_columns
+from .contraction_model import Contraction, few_columns, transpose_lanes
 from .dot_product import dot_product
 from .microkernel import micro_kernel
 from .packing import contraction_lines
 from .parallel_plan import MIN_WORK, RegionChoice, choose_region
 from .prelude import prelude
 from .private import local_name, private_arrays
+from .transpose import transpose_kernel
 
 
 @dataclass(frozen=True)
@@ -423,6 +424,8 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     used = {(c.dtype.name, c.op, c.dot) for c in pr.contractions}
     kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd, options.fma, dot)
                       for t, op, dot in sorted(used, key=lambda u: (u[0], u[1], u[2] is not None)))
+    squares = {(c.dtype.name, lanes) for c in pr.contractions if (lanes := transpose_lanes(c)) is not None}
+    kernels += "".join(transpose_kernel(dtypes.dtype(t), lanes, options.simd) for t, lanes in sorted(squares))
     outlined = "\n".join(pr.outlined)
     unique: list[Contraction] = []  # a nest inside a parallel loop is printed twice: outlined, and inline
     for c in pr.contractions:

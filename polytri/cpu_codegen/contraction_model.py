@@ -10,6 +10,7 @@ from ..ir.affine import const_value
 from ..ir.expr import Access, Expr, var_names
 from ..ir.program import Statement
 from ..pipeline.decisions import Decision
+from .blocking import vector_bytes
 from .dot_product import DotProduct, dot_blocking
 
 
@@ -104,6 +105,19 @@ def transpose_block(c: Contraction) -> int | None:
     return max(g, max(1, TRANSPOSE_BLOCK_BYTES // per_k) // g * g)
 
 
+def transpose_lanes(c: Contraction) -> int | None:
+    """The side of the squares in which the packing of ``c``'s right operand moves its values in vector
+    registers (:mod:`.transpose`; ``None``: element by element): a vector's lanes, for a float nest (no
+    dot-product panels, no guard on the instances) whose right operand is stored along ``k``, in blocks
+    of whole squares.  The operand has the nest's type (:func:`.contraction.find_contraction`), so its
+    values are moved unconverted."""
+    kb = transpose_block(c)
+    if kb is None or c.dot is not None or c.guard is not None or c.dtype.itemsize not in (4, 8):
+        return None
+    lanes = vector_bytes() // c.dtype.itemsize
+    return lanes if lanes >= 2 and kb % lanes == 0 else None
+
+
 def few_columns(c: Contraction) -> bool:
     """Whether the nest has a static number of columns under a quarter of a register block's: packed,
     each block would be mostly empty (an integer product of a few rows, written with its target
@@ -122,13 +136,17 @@ def describe(c: Contraction) -> Decision:
     epi = f", {c.epilogue.name} run on each block as its sums complete" if c.epilogue is not None else ""
     dot = "" if c.dot is None else f" summing the stored values {c.dot.k_step} at a time with {c.dot.instruction}"
     kb = transpose_block(c)
+    lanes = transpose_lanes(c)
     along = "" if kb is None else f", R read along {c.k[0]} and packed {kb} values of {c.k[0]} at a time"
+    along += "" if lanes is None else f" in {lanes} x {lanes} squares"
     text = (f"contraction {c.statement.name} (rows {c.a}, columns {c.b}, sum over {', '.join(c.k)}{batch}, "
             f"{c.dtype.name}): packed {b.kc} x {b.nc} and {b.mr} x {b.kc} panels, {b.mr} x {b.nr} register-"
             f"blocked micro-kernel{dot}{pad}{init}{epi}{along}")
     return Decision("codegen", "contraction", c.statement.name, text,
                     {"block": (b.mr, b.nr), "kc": b.kc, "nc": b.nc,
-                     "instruction": None if c.dot is None else c.dot.instruction, "transpose_block": kb})
+                     "instruction": None if c.dot is None else c.dot.instruction, "transpose_block": kb,
+                     "transpose_squares": lanes})
 
 
-__all__ = ["TRANSPOSE_BLOCK_BYTES", "Contraction", "describe", "few_columns", "right_along_k", "transpose_block"]
+__all__ = ["TRANSPOSE_BLOCK_BYTES", "Contraction", "describe", "few_columns", "right_along_k", "transpose_block",
+           "transpose_lanes"]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from ..ir.expr import Access, Expr, var_names
 from .blocking import WHOLE_L_BYTES
 from .cexpr import comment, index_expr
-from .contraction_model import Contraction, transpose_block
+from .contraction_model import Contraction, transpose_block, transpose_lanes
 from .dot_product import dot_blocking, slot, stored
 
 Env = dict[str, str]
@@ -313,12 +313,13 @@ class _NestPrinter:
             # R is stored along k (a transposed weight): read it that way, write the panel with a stride, kb
             # values of k at a time (see transpose_block)
             self.out(6, f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
-                     f"  for (int64_t pt__kb = 0; pt__kb < {kc}; pt__kb += {kb})",
-                     f"    for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)",
-                     f"      for (int64_t pt__kk = pt__kb; pt__kk < pt__min_int64_t(pt__kb + {kb}, {kc}); pt__kk++) {{")
-            self.unflatten(8, c.k, "pt__k", "pt__pc + pt__kk")
-            self.scoped(8, renv, (c.right, *self.guard), pack_r)
-            self.out(7, "}")
+                     f"  for (int64_t pt__kb = 0; pt__kb < {kc}; pt__kb += {kb})")
+            self.square_transposes(kb, renv)
+            self.out(8, f"for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)",
+                     f"  for (int64_t pt__kk = pt__kb; pt__kk < pt__min_int64_t(pt__kb + {kb}, {kc}); pt__kk++) {{")
+            self.unflatten(10, c.k, "pt__k", "pt__pc + pt__kk")
+            self.scoped(10, renv, (c.right, *self.guard), pack_r)
+            self.out(9, "}")
         elif self.g > 1:
             # a group of k at a time: each column's values of the group are consecutive in the panel, so
             # the loop along the columns stores whole groups (an element at a time, the stores had a stride)
@@ -340,6 +341,30 @@ class _NestPrinter:
                      f"  for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++)")
             self.scoped(9, renv, (c.right, *self.guard), pack_r)
             self.out(6, "}")
+
+    def square_transposes(self, kb: int, renv: Env) -> None:
+        """Where :func:`.transpose.transpose_lanes` allows it, a whole block of the right panel (``NR``
+        columns by ``kb`` values of ``k``) moved in squares (:mod:`.transpose`): the addresses of ``R`` at
+        the square's corner and one column and one ``k`` further give its strides; ragged blocks fall
+        through to the element loop that follows (after ``else``)."""
+        c, b = self.c, self.b
+        lanes = transpose_lanes(c)
+        if lanes is None:
+            return
+        self.out(8, f"if (pt__kb + {kb} <= pt__kc && pt__jr + {b.nr} <= pt__nc) {{  /* a whole block: squares */",
+                 f"  for (int64_t pt__qt = 0; pt__qt < {b.nr}; pt__qt += {lanes})",
+                 f"    for (int64_t pt__kt = pt__kb; pt__kt < pt__kb + {kb}; pt__kt += {lanes}) {{",
+                 f"      const {self.rt} *pt__s[3];")
+        for j, (dq, dk) in enumerate(((0, 0), (1, 0), (0, 1))):
+            self.out(11, "{")
+            self.unflatten(12, c.k, "pt__k", f"pt__pc + pt__kt + {dk}")
+            self.scoped(12, {**renv, c.b: f"pt__jc + pt__jr + pt__qt + {dq}"}, (c.right,),
+                        [f"pt__s[{j}] = &{self.ref(c.right)};"])
+            self.out(11, "}")
+        self.out(11, f"pt__transpose_{c.dtype.name}(pt__s[0], pt__s[1] - pt__s[0], pt__s[2] - pt__s[0], "
+                     f"pt__bp + pt__jr * pt__kc + pt__kt * {b.nr} + pt__qt, {b.nr});")
+        self.out(10, "}")
+        self.out(8, "} else")
 
     def row_blocks(self) -> None:
         """For each block of ``MR`` rows: its panel of ``L`` (unless packed whole), one micro-kernel call
