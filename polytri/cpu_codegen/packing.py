@@ -349,7 +349,8 @@ class _NestPrinter:
         through to the element loop that follows (after ``else``)."""
         c, b = self.c, self.b
         lanes = transpose_lanes(c)
-        if lanes is None:
+        right = c.right
+        if lanes is None or not isinstance(right, Access):  # transpose_lanes: R is an element stored along k
             return
         self.out(8, f"if (pt__kb + {kb} <= pt__kc && pt__jr + {b.nr} <= pt__nc) {{  /* a whole block: squares */",
                  f"  for (int64_t pt__qt = 0; pt__qt < {b.nr}; pt__qt += {lanes})",
@@ -358,8 +359,8 @@ class _NestPrinter:
         for j, (dq, dk) in enumerate(((0, 0), (1, 0), (0, 1))):
             self.out(11, "{")
             self.unflatten(12, c.k, "pt__k", f"pt__pc + pt__kt + {dk}")
-            self.scoped(12, {**renv, c.b: f"pt__jc + pt__jr + pt__qt + {dq}"}, (c.right,),
-                        [f"pt__s[{j}] = &{self.ref(c.right)};"])
+            self.scoped(12, {**renv, c.b: f"pt__jc + pt__jr + pt__qt + {dq}"}, (right,),
+                        [f"pt__s[{j}] = &{self.ref(right)};"])
             self.out(11, "}")
         self.out(11, f"pt__transpose_{c.dtype.name}(pt__s[0], pt__s[1] - pt__s[0], pt__s[2] - pt__s[0], "
                      f"pt__bp + pt__jr * pt__kc + pt__kt * {b.nr} + pt__qt, {b.nr});")
