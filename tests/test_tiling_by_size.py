@@ -10,8 +10,9 @@ from polytri.ir.affine import evaluate
 from polytri.ir.builder import to_program
 from polytri.schedule import choose
 from polytri.schedule.dependences import compute_dependences
-from polytri.schedule.loop_ast import If
+from polytri.schedule.loop_ast import If, build_loop_ast
 from polytri.schedule.reuse import loop_reuse, reuse_exceeding
+from polytri.schedule.schedule import original_schedule
 from polytri.suite import KERNELS
 
 pytestmark = pytest.mark.cc
@@ -56,3 +57,20 @@ def test_the_tiled_version_is_right(name: str, monkeypatch: pytest.MonkeyPatch, 
     k = pt.compile(kern.build(), options={"threads": 2})
     assert k.schedule_info.origin.endswith("+tiled by size"), k.schedule_info.origin
     suite_kernel_agrees(k, name, {"T": 4, "N": 23, "M": 19})
+
+
+@pytest.mark.parametrize("n,kept", [(32, False), (1024, True)])
+def test_a_constant_footprint_that_fits_is_no_test(n: int, kept: bool) -> None:
+    """A graph captured with static shapes: the footprint is a number, and one that fits the cache is not
+    a version to compile (its test would be false at every call)."""
+    p = pt.Program("sweeps", params=[])
+    p.array("A", (n, n), "float32")
+    p.array("B", (n, n), "float32")
+    with p.loop("t", 0, 8), p.loop("i", 0, n), p.loop("j", 0, n):
+        p.assign("B[i, j] = B[i, j] + A[i, j] * A[j, i]")
+    prog = to_program(p)
+    deps = compute_dependences(prog)
+    ast = build_loop_ast(prog, original_schedule(prog, deps), deps)
+    assert loop_reuse(prog, ast)   # t rereads A and B: 2 n^2 floats
+    found = reuse_exceeding(prog, ast, 2 << 20)
+    assert (found is not None) == kept

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..dtypes import dtype
+from ..ir.affine import const_value
 from ..ir.expr import Access, Binary, Const, Expr, substitute, var_names
 from ..ir.printer import expr_to_str
 from ..ir.program import Program
@@ -57,8 +58,11 @@ def loop_reuse(program: Program, ast: Node) -> list[Reuse]:
 def reuse_exceeding(program: Program, ast: Node, cache_bytes: int,
                     blocked: frozenset[str] = frozenset()) -> tuple[Expr, list[Reuse]] | None:
     """``footprint_1 > cache or footprint_2 > cache or ...`` over the loops of ``ast`` that carry reuse
-    (of statements not in ``blocked``), with those loops; ``None`` when no loop carries reuse."""
-    reuse = [r for r in loop_reuse(program, ast) if r.statement not in blocked]
+    (of statements not in ``blocked``), with those loops; ``None`` when no loop carries reuse.  A
+    footprint without parameters that fits the cache is left out: its test is false at every call (a
+    graph captured with static shapes), and a kernel that carried the other version anyway would be
+    compiled for nothing."""
+    reuse = [r for r in loop_reuse(program, ast) if r.statement not in blocked and not _always_fits(r, cache_bytes)]
     if not reuse:
         return None
     cond: Expr | None = None
@@ -67,6 +71,12 @@ def reuse_exceeding(program: Program, ast: Node, cache_bytes: int,
         cond = test if cond is None else Binary("or", cond, test)
     assert cond is not None
     return cond, reuse
+
+
+def _always_fits(r: Reuse, cache_bytes: int) -> bool:
+    """Whether ``r``'s footprint is a constant no larger than ``cache_bytes``."""
+    v = const_value(r.footprint)
+    return v is not None and v <= cache_bytes
 
 
 def _visit(program: Program, n: Node, ranges: dict[str, Range], found: list[Reuse]) -> None:
