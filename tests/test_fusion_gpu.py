@@ -92,8 +92,8 @@ def test_the_convolution_runs_on_tl_dot_by_output_channels_and_columns() -> None
     assert source.count("tl.dot(") == 1, source
     assert "tl.arange(0, 16)[None, :]" in source  # the sum's block
     kernel = pt.compile(parse_program(report.kernels[0].program), target="nvgpu")
-    assert any("reordered" in d and "1 product(s) on tl.dot instead of 0" in d for d in kernel.decisions), \
-        kernel.decisions
+    assert any(d.kind == "dot-order" and (d.data["products"], d.data["previous_products"]) == (1, 0)
+               for d in kernel.decision_records), kernel.decisions
 
 
 def test_transposed_operand_is_read_in_place_on_nvgpu() -> None:
@@ -145,8 +145,8 @@ def test_nests_fuse_in_groups_that_keep_the_grid() -> None:
     kernel = pt.compile(prog, target="nvgpu")
     assert len(kernel.launches) == 2
     assert kernel.source.count("tl.dot(") == 2
-    fused = [d for d in kernel.decisions if d.startswith("GPU: nests fused")]
-    assert fused and "2 launch(es)" in fused[-1]
+    fused = [d for d in kernel.decision_records if d.kind == "gpu-nest-fusion"]
+    assert fused and len(fused[-1].data["grid_loops"]) == 2, kernel.decisions   # 2 launches
     sizes = {"N": 12, "K": 8, "H": 20, "M": 6}
     shapes = {"X": ("N", "K"), "W": ("K", "H"), "b": ("H",), "T": ("N", "H"), "R": ("N", "H"), "V": ("H", "M"),
               "Y": ("N", "M")}

@@ -269,7 +269,8 @@ def test_compile_falls_back_on_an_illegal_schedule(monkeypatch, name: str, optio
     assert calls, "the monkeypatched scheduler was not called"
     prog, _ = _analysed(name)
     assert k.schedule.is_equal(prog.schedule.intersect_domain(prog.domain))
-    assert "original" in k.explain()
+    assert any(d.kind == "original-order" and d.data["reason"] == "scheduler-error"
+               and d.data["error"] == "IllegalScheduleError" for d in k.decision_records)
     _check_against_reference(name, k)
 
 
@@ -283,7 +284,21 @@ def test_compile_falls_back_when_the_scheduler_fails(monkeypatch) -> None:
         k = pt.compile(KERNELS["seidel_2d"].build(), options={"schedule": "pluto"})
     prog, _ = _analysed("seidel_2d")
     assert k.schedule.is_equal(prog.schedule)
+    (why,) = [d for d in k.decision_records if d.kind == "original-order"]
+    assert why.data == {"reason": "scheduler-error", "error": "SchedulingError"}
     _check_against_reference("seidel_2d", k)
+
+
+@pytest.mark.cc
+def test_compile_drops_illegal_tiles_with_a_record(monkeypatch) -> None:
+    real = polytri.schedule.choose.tile_schedule
+    monkeypatch.setattr(polytri.schedule.choose, "tile_schedule", lambda *a, **kw: _reversed(real(*a, **kw)))
+    with pytest.warns(UserWarning, match="violates dependences.*untiled"):
+        k = pt.compile(KERNELS["jacobi_1d"].build(), options={"schedule": "pluto", "tile": True})
+    assert k.schedule.is_equal(_pluto("jacobi_1d").map) and not k.schedule_info.tiled
+    (why,) = [d for d in k.decision_records if d.kind == "tiling-dropped"]
+    assert why.data == {"error": "IllegalScheduleError"}
+    _check_against_reference("jacobi_1d", k)
 
 
 @pytest.mark.cc

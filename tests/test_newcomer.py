@@ -80,7 +80,9 @@ def test_the_choice_of_the_input_order_reads_without_inf() -> None:
     deps = compute_dependences(prog)
     sched, decisions, _ = choose_schedule(prog, deps, "auto", "smart", None)
     assert sched.origin == "original"
-    why = decisions[0]
+    assert decisions[0].kind == "original-order" and decisions[0].data["reason"] == "parallelism-lost"
+    assert decisions[0].data["loops"] == ({"statements": ("S0", "S1"), "pluto": None, "original": 1},)
+    why = decisions[0].text   # the sentence explain() prints
     assert not re.search(r"\binf\b", why), why
     assert ("its outermost parallel loop is loop 2 of S0, S1, where the Pluto schedule has none "
             "(loops counted from the outermost)") in why

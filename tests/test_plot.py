@@ -189,7 +189,9 @@ def test_the_picture_of_a_tiled_choice_has_the_compiled_tiles():
     k = pt.compile(prog, target="cpu")
     data = iteration_space(prog, params={"T": 6, "N": 12}, schedule="compiled")
     assert data.schedule.origin == "pluto+tiled" and data.compiled
-    assert k.schedule_info.origin == "pluto+tiled/pluto by tile count"   # its map is the tiled one
+    info = k.schedule_info
+    assert info.origin == "pluto+tiled" and info.tiled   # its map is the tiled one
+    assert info.alternative is not None and info.alternative.condition == "tile-count"
     last = max(strip.tile for strip in data.strips) + 1
     compiled, drawn = _tile_prefix(k.schedule, last), _tile_prefix(data.schedule.map, last)
     assert len(compiled) == len(drawn) and all(a.is_equal(b) for a, b in zip(compiled, drawn))

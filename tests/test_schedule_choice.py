@@ -19,7 +19,8 @@ def test_gemm_band_puts_the_stride_one_loop_innermost():
     # S1: C[i, j] += alpha * A[i, k] * B[k, j]: j innermost (C, B stride-1, A invariant)
     loop_rows = [row["S1"] for row, scalar in zip(info.rows, info.scalar) if not scalar]
     assert loop_rows == ["i", "k", "j"]
-    assert any("moved innermost" in d for d in info.decisions)
+    moved = [d for d in info.decisions if d.kind == "band-order"]
+    assert moved and moved[0].data["vectorizable"] and moved[0].data["score"] > moved[0].data["previous_score"]
 
 
 def test_blur_keeps_rows_outer_and_columns_inner():
@@ -33,8 +34,10 @@ def test_auto_keeps_the_input_order_of_a_stencil_whatever_its_size():
     auto = pt.compile(prog)
     # untiled, Pluto's skew loses the parallel loop: the input order is kept; tiled, the wavefront over
     # tiles gives it back, but ran 1.34x slower on two threads at PolyBench's LARGE size: no tiled version
-    assert auto.schedule_info.origin == "original"
-    assert "the input order is kept" in auto.explain() and "tiling:" not in auto.explain()
+    assert auto.schedule_info.origin == "original" and auto.schedule_info.alternative is None
+    kinds = {(d.kind, d.data.get("reason")) for d in auto.decision_records if d.stage == "schedule"}
+    assert ("original-order", "parallelism-lost") in kinds
+    assert not kinds & {("tile-by-size", None), ("tile-by-count", None)}
     forced = pt.compile(prog, options={"schedule": "pluto"})
     assert forced.schedule_info.origin == "pluto"
     assert forced.schedule_info.rows[1]["S0"] == "2*t + i"
@@ -64,8 +67,11 @@ def test_bad_schedule_options_are_errors():
 def test_auto_tiles_a_sweep_with_no_other_parallelism():
     # seidel-2d: neither the input order nor Pluto's band has a parallel loop; a wavefront over tiles does
     k = pt.compile(KERNELS["seidel_2d"].build())
-    assert k.schedule_info.origin == "pluto+tiled/pluto by tile count"
-    assert any("wavefront" in d for d in k.schedule_info.decisions)
+    info = k.schedule_info
+    assert info.origin == "pluto+tiled" and info.tiled and info.alternative is not None
+    assert (info.alternative.origin, info.alternative.condition) == ("pluto", "tile-count")
+    assert info.label == "pluto+tiled/pluto by tile count"
+    assert any(d.kind == "tile" and d.data["wavefront"] for d in info.decisions)
     assert "#pragma omp parallel num_threads" in k.source and "#pragma omp for" in k.source
 
 
@@ -91,7 +97,9 @@ def test_auto_keeps_the_row_walk_of_bicg():
     assert _dominant("bicg", "pluto") == ["S2: A[i, j]"]
     k = pt.compile(KERNELS["bicg"].build())
     assert k.schedule_info.origin == "original"
-    assert "strided stream(s) in statements 2 loop(s) deep (S2: A[i, j]), the input order 0" in k.explain()
+    (why,) = [d for d in k.decision_records if d.kind == "original-order"]
+    assert why.data["reason"] == "locality-lost" and why.data["depth"] == 2
+    assert why.data["strided"] == ("S2: A[i, j]",) and why.data["original"] == ()
     assert _dominant("bicg", "auto") == []
 
 
@@ -99,7 +107,7 @@ def test_auto_keeps_the_row_walk_of_bicg():
 def test_auto_keeps_pluto_where_its_innermost_loops_are_no_worse(name):
     k = pt.compile(KERNELS[name].build())
     assert k.schedule_info.origin.startswith("pluto")
-    assert "strided stream" not in k.explain()
+    assert not any(d.data.get("reason") == "locality-lost" for d in k.decision_records)
 
 
 def test_fused_statements_walking_the_same_lines_count_once():
@@ -132,16 +140,18 @@ def test_auto_keeps_the_input_order_where_pluto_guards_an_innermost_loop():
     _, _, pluto_ast = choose_schedule(prog, deps, "pluto", "smart")
     assert guarded_in_innermost(pluto_ast) == {"S9"}
     original, _, original_ast = choose_schedule(prog, deps, "original", "smart")
-    assert "S9 behind a guard on an innermost loop's counter" in _vector_loops_guarded(pluto_ast, original_ast)
+    guarded = _vector_loops_guarded(pluto_ast, original_ast)
+    assert guarded is not None and guarded.code == "guarded-vector-loop" and guarded.data["statements"] == ("S9",)
     # on the CPU, Pluto's loop is split around the guard (build_loop_ast's separate_guards), which then
     # shows that the split pieces lose the input order's parallel loop of S7: the input order is kept
     sched, decisions, ast = choose_schedule(prog, deps, "auto", "smart", vector_loops=True)
     assert guarded_in_innermost(ast) == set()
-    assert "loop 2 of S7" in decisions[0]
+    assert decisions[0].kind == "original-order" and decisions[0].data["reason"] == "parallelism-lost"
+    assert decisions[0].data["loops"] == ({"statements": ("S7",), "pluto": None, "original": 1},)  # loop 2 of S7
     assert sched.map.is_equal(original.map)
     # a GPU target masks guards: the rule is the CPU's
     _, gpu_decisions, _ = choose_schedule(prog, deps, "auto", "smart")
-    assert not any("guard" in d for d in gpu_decisions)
+    assert not any(d.data.get("reason") == "guarded-vector-loop" for d in gpu_decisions)
 
 
 def test_a_wavefront_with_one_tile_per_step_runs_untiled(suite_kernel_agrees):
@@ -155,8 +165,10 @@ def test_a_wavefront_with_one_tile_per_step_runs_untiled(suite_kernel_agrees):
     from polytri.schedule.loop_ast import If
     prog = to_program(KERNELS["floyd_warshall"].build())
     sched, decisions, ast = choose_schedule(prog, compute_dependences(prog), "auto", "smart", None, vector_loops=True)
-    assert isinstance(ast, If) and sched.origin == "pluto+tiled/pluto by tile count"
-    assert any(d.startswith("tiling: the wavefront over tiles runs where some parallel loop") for d in decisions)
+    assert isinstance(ast, If) and sched.origin == "pluto+tiled" and sched.alternative is not None
+    assert (sched.alternative.origin, sched.alternative.condition) == ("pluto", "tile-count")
+    (why,) = [d for d in decisions if d.kind == "tile-by-count"]
+    assert [var for var, _ in why.data["trips"]] == ["c2"] and why.data["untiled"] == "pluto"
     assert isinstance(ast.cond, Binary) and ast.cond.op == "or"   # two tiles at once, or path outgrows L2
     tiles, reuse = ast.cond.lhs, ast.cond.rhs
     assert isinstance(tiles, Binary) and tiles.op == ">=" and tiles.rhs == Const(2)

@@ -57,7 +57,7 @@ def test_stencil_gets_a_wavefront_and_a_parallel_tile_loop() -> None:
     deps = compute_dependences(prog)
     tiled = tile_schedule(prog, pluto_schedule(prog, deps), deps, size=16)
     assert is_legal(tiled.map, deps)
-    assert any("wavefront" in d for d in tiled.decisions)
+    assert any(d.kind == "tile" and d.data["wavefront"] for d in tiled.decisions)
     assert tiled.parallel[1] and not tiled.parallel[0]  # tile loops: (T0 + T1) sequential, T1 parallel
     assert tiled.rows[0]["S0"] == "tile(t, 16) + tile(2*t + i, 16)"
 
@@ -70,7 +70,8 @@ def test_seidel_points_run_along_a_wavefront_inside_a_tile() -> None:
     assert not plain.parallel[-1]  # the j sweep: each point waits for its left neighbour
     tiled = tile_schedule(prog, sched, deps, size=8)
     assert is_legal(tiled.map, deps)
-    assert tiled.parallel[-1] and any("intra-tile wavefront" in d for d in tiled.decisions)
+    assert tiled.parallel[-1] and any(d.kind == "point-wavefront" and d.data["dims"] == (tiled.ndim - 2, tiled.ndim - 1)
+                                      for d in tiled.decisions)
     assert tiled.rows[-1]["S0"] == plain.rows[-2]["S0"]
     skewed, a, b = tiled.rows[-2]["S0"], plain.rows[-2]["S0"], plain.rows[-1]["S0"]
     assert sympy.expand(sympy.sympify(skewed) - sympy.sympify(f"({a}) + ({b})")) == 0, (skewed, a, b)
@@ -84,14 +85,16 @@ def test_no_intra_tile_wavefront_without_a_recurrence(name: str) -> None:
     prog = to_program(KERNELS[name].build())
     deps = compute_dependences(prog)
     tiled = tile_schedule(prog, pluto_schedule(prog, deps), deps)
-    assert not any("intra-tile" in d for d in tiled.decisions)
+    assert not any(d.kind == "point-wavefront" for d in tiled.decisions)
 
 
 def test_gemm_tiles_keep_outer_parallelism_without_wavefront() -> None:
     prog = to_program(KERNELS["gemm"].build())
     deps = compute_dependences(prog)
     tiled = tile_schedule(prog, pluto_schedule(prog, deps), deps, size=32)
-    assert not any("wavefront" in d for d in tiled.decisions)
+    tiles = [d for d in tiled.decisions if d.kind == "tile"]
+    assert tiles and not any(d.data["wavefront"] for d in tiles)
+    assert not any(d.kind == "point-wavefront" for d in tiled.decisions)
     loops = [d for d in range(tiled.ndim) if not tiled.scalar[d]]
     assert tiled.parallel[loops[0]]
     assert [b.width for b in tiled.bands] == [3, 3]

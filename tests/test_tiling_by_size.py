@@ -26,11 +26,16 @@ def _auto(name: str):
 
 def test_syrk_is_tiled_above_the_cache_only() -> None:
     prog, (sched, decisions, ast) = _auto("syrk")
-    assert isinstance(ast, If) and sched.origin == "pluto/pluto+tiled by size"
-    assert any(d.startswith("tiling: the pluto+tiled schedule runs where") for d in decisions)
+    assert isinstance(ast, If) and sched.origin == "pluto" and sched.alternative is not None
+    assert (sched.alternative.origin, sched.alternative.condition) == ("pluto+tiled", "size")
+    assert sched.label == "pluto/pluto+tiled by size"
+    assert any(d.kind == "tile" for d in sched.alternative.decisions)
+    (why,) = [d for d in decisions if d.kind == "tile-by-size"]
+    assert why.data["tiled"] == "pluto+tiled" and why.data["l2"] == choose.cache_sizes()[2]
     found = reuse_exceeding(prog, ast.orelse, choose.cache_sizes()[2])
     assert found is not None and found[0] == ast.cond   # the kernel's test is this machine's L2
     reuse = found[1]
+    assert why.data["reuse"] == tuple(reuse)
     assert not _exceeds(reuse, {"M": 200, "N": 240}, 2 << 20)   # MEDIUM: A fits in a 2 MiB L2
     assert _exceeds(reuse, {"M": 1000, "N": 1200}, 2 << 20)     # LARGE: it does not
 
@@ -44,7 +49,7 @@ def test_row_sweeps_and_packed_contractions_are_not_versioned(name: str) -> None
     # gesummv rereads x for every i, but one iteration of i sweeps two rows and x only: a row fits the
     # cache; gemm's micro-kernel packs its operands in panels of its own
     prog, (sched, _, ast) = _auto(name)
-    assert not isinstance(ast, If) and not sched.origin.endswith("by size")
+    assert not isinstance(ast, If) and sched.alternative is None
     if name == "gesummv":
         assert loop_reuse(prog, ast) == []
 
@@ -55,7 +60,8 @@ def test_the_tiled_version_is_right(name: str, monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setattr(choose, "cache_sizes", lambda: {1: 64, 2: 64, 3: 64})
     kern = KERNELS[name]
     k = pt.compile(kern.build(), options={"threads": 2})
-    assert k.schedule_info.origin.endswith("+tiled by size"), k.schedule_info.origin
+    alt = k.schedule_info.alternative
+    assert alt is not None and (alt.origin, alt.condition) == ("pluto+tiled", "size"), k.schedule_info.label
     suite_kernel_agrees(k, name, {"T": 4, "N": 23, "M": 19})
 
 

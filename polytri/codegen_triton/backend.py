@@ -65,7 +65,7 @@ class GpuTarget(Target):
         return rewritten, decisions, rewritten is not program
 
     def schedule(self, program: Program, deps: Dependences, opts: dict[str, Any], *, built: bool
-                 ) -> tuple[Schedule, list[str], Node]:
+                 ) -> tuple[Schedule, list[Decision], Node]:
         return gpu_schedule(program, deps, opts, built=built)
 
     def generate(self, program: Program, deps: Dependences, schedule: Schedule, ast: Node, *,

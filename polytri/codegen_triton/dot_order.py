@@ -23,6 +23,7 @@ import logging
 
 from ..ir.contraction import contraction_form
 from ..ir.program import Program
+from ..pipeline.decisions import Decision
 from ..schedule.dependences import Dependences
 from ..schedule.legality import is_legal
 from ..schedule.loop_ast import Node, build_loop_ast
@@ -49,9 +50,9 @@ def _parallel_run(s: Schedule) -> list[int]:
 
 
 def order_for_dot(prog: Program, deps: Dependences, schedule: Schedule, ast: Node,
-                  decisions: list[str]) -> tuple[Schedule, Node]:
+                  decisions: list[Decision]) -> tuple[Schedule, Node]:
     """``schedule`` (and its loop tree) with its first parallel loops reordered when that puts more
-    products on ``tl.dot``; the reason is appended to ``decisions``."""
+    products on ``tl.dot``; the reason is appended to ``decisions`` (kind ``dot-order``)."""
     products = sum(contraction_form(s) is not None for s in prog.statements)
     dots = dot_contractions(ast, prog)
     run = _parallel_run(schedule)
@@ -73,8 +74,9 @@ def order_for_dot(prog: Program, deps: Dependences, schedule: Schedule, ast: Nod
     if best is None:
         return schedule, ast
     n, trial, trial_ast, perm = best
-    why = (f"GPU: parallel dimensions {run} reordered {list(perm)}: {n} product(s) on tl.dot instead of "
-           f"{dots}")
+    why = Decision("schedule", "dot-order", prog.name,
+                   f"GPU: parallel dimensions {run} reordered {list(perm)}: {n} product(s) on tl.dot instead of "
+                   f"{dots}", {"dims": tuple(run), "order": tuple(perm), "products": n, "previous_products": dots})
     log.info("%s: %s", prog.name, why)
     decisions.append(why)
     return trial, trial_ast

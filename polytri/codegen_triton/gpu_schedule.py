@@ -6,43 +6,44 @@ from __future__ import annotations
 from typing import Any
 
 from ..ir.program import Program
-from ..schedule.choose import choose_schedule
+from ..pipeline.decisions import Decision, under
+from ..schedule.choose import Chosen, choose_schedule
 from ..schedule.dependences import Dependences
 from ..schedule.legality import prove_legal
-from ..schedule.loop_ast import Node, build_loop_ast
+from ..schedule.loop_ast import build_loop_ast
 from ..schedule.permute import parallel_outward
-from ..schedule.schedule import Schedule
 from .dot_order import order_for_dot
 from .host import dot_contractions, launch_chains
 from .nest_fusion import drop_uniform_dimensions, hoist_parallel_loops
 
 
-def _candidate(prog: Program, deps: Dependences, opts: dict[str, Any], fuse: str) -> tuple[Schedule, list[str], Node]:
+def _candidate(prog: Program, deps: Dependences, opts: dict[str, Any], fuse: str) -> Chosen:
     schedule, decisions, ast = choose_schedule(prog, deps, opts["schedule"], fuse, False, None)
     if schedule.bands:
         permuted = parallel_outward(schedule, deps)
         if permuted is not schedule:
             prove_legal(permuted.map, deps, what=f"{prog.name}: the GPU band order")
-            decisions += [f"scheduler: {d}" for d in permuted.decisions[len(schedule.decisions):]]
+            decisions += [under(d, "schedule", "scheduler: ") for d in permuted.decisions[len(schedule.decisions):]]
             schedule, ast = permuted, build_loop_ast(prog, permuted, deps)
     schedule, ast = order_for_dot(prog, deps, schedule, ast, decisions)
     return schedule, decisions, ast
 
 
-def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any], *, built: bool = False
-                 ) -> tuple[Schedule, list[str], Node]:
+def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any], *, built: bool = False) -> Chosen:
     """The schedule (untiled: kernels block their parallel loops themselves), with the band order that puts
     parallel loops outward, and its loop AST.  ``fuse='auto'`` compares Pluto's smart fusion and no
     fusion by the launches they make: most contractions on ``tl.dot``, then most grid loops in the launch
     with fewest, then fewest launches, then most grid loops in the launch with most (fusion that
-    serializes a parallel loop, or takes a product off the tensor cores, loses to separate kernels)."""
+    serializes a parallel loop, or takes a product off the tensor cores, loses to separate kernels): a
+    decision of kind ``gpu-fusion`` (``data``: the policy chosen, each candidate's launches)."""
     if built:
         # a rewrite (the online softmax) built the loops in the order they should run; Pluto is not run on
         # them (its search on the rewritten attention takes minutes): the original order, nests fused
         # below their shared parallel loops
         schedule, decisions, _ = _candidate(prog, deps, {**opts, "schedule": "original"}, "smart")
         schedule = drop_uniform_dimensions(schedule, deps)
-        decisions = [*decisions, "GPU: the program is in the order the online softmax built; Pluto not run"]
+        decisions = [*decisions, Decision("schedule", "built-order", prog.name,
+                                          "GPU: the program is in the order the online softmax built; Pluto not run")]
         return hoist_parallel_loops(prog, deps, schedule, decisions, build_loop_ast(prog, schedule, deps),
                                     columns=True)
     if opts["fuse"] != "auto":
@@ -51,6 +52,7 @@ def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any], *, buil
         return _candidate(prog, deps, opts, "smart")
     best = None
     summary = []
+    launches: dict[str, tuple[int, ...]] = {}
     # Pluto's maximal fusion is not among the candidates: its search can run for minutes on small
     # programs (a two-layer MLP), and isl's operation budget does not stop it
     for fuse in ("smart", "none"):
@@ -59,9 +61,12 @@ def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any], *, buil
         dots = dot_contractions(cand[2], prog)
         key = (dots, min(chains), -len(chains), max(chains))
         summary.append(f"'{fuse}': {len(chains)} launch(es), grid loops {chains}, {dots} product(s) on tl.dot")
+        launches[fuse] = tuple(chains)
         if best is None or key > best[0]:
             best = (key, fuse, cand)
     assert best is not None
     _, fuse, (schedule, decisions, ast) = best
-    decisions = decisions + [f"GPU: fusion '{fuse}' chosen ({'; '.join(summary)})"]
+    decisions = decisions + [Decision("schedule", "gpu-fusion", prog.name,
+                                      f"GPU: fusion '{fuse}' chosen ({'; '.join(summary)})",
+                                      {"fuse": fuse, "grid_loops": launches})]
     return hoist_parallel_loops(prog, deps, schedule, decisions, ast)

@@ -27,6 +27,7 @@ from dataclasses import replace
 import islpy as isl
 
 from ..ir.program import Program
+from ..pipeline.decisions import Decision
 from ..schedule.dependences import Dependences
 from ..schedule.legality import is_legal, prove_legal
 from ..schedule.loop_ast import Node, build_loop_ast
@@ -160,14 +161,14 @@ def _greedy_groups(prog: Program, schedule: Schedule, d: int, k: int, deps: Depe
     return (groups, final) if final is not None else None
 
 
-def hoist_parallel_loops(prog: Program, deps: Dependences, schedule: Schedule, decisions: list[str],
-                         ast: Node, *, columns: bool = False) -> tuple[Schedule, list[str], Node]:
+def hoist_parallel_loops(prog: Program, deps: Dependences, schedule: Schedule, decisions: list[Decision],
+                         ast: Node, *, columns: bool = False) -> tuple[Schedule, list[Decision], Node]:
     """Fuse nests under their common outer parallel loops where that is legal and the launches improve:
     the most grid loops in the launch that has the fewest, then the fewest launches, and no contraction
     loses its ``tl.dot`` (its row and column loops stay the launch's innermost grid loops).  Each round tries
     every distribution dimension and number of loops, and keeps the best; rounds go on while one
     improves.  ``columns``: products in row-block programs count as on tl.dot (the online softmax's; see
-    :func:`.host.dot_contractions`)."""
+    :func:`.host.dot_contractions`).  Each fusion is a decision of kind ``gpu-nest-fusion``."""
     chains = launch_chains(ast) or [0]
     dots = dot_contractions(ast, prog, columns)
     hoisted = False
@@ -188,8 +189,12 @@ def hoist_parallel_loops(prog: Program, deps: Dependences, schedule: Schedule, d
             break
         _, d, k, groups, schedule, ast, trial_chains, dots = best
         shown = " | ".join(",".join(str(v) for v in g) for g in groups)
-        why = (f"GPU: nests fused below the parallel loop(s) {d + 1}..{d + k} by their distribution dimension "
-               f"{d} (groups {shown}): {len(trial_chains)} launch(es), grid loops {trial_chains} (was {chains})")
+        why = Decision("schedule", "gpu-nest-fusion", prog.name,
+                       f"GPU: nests fused below the parallel loop(s) {d + 1}..{d + k} by their distribution "
+                       f"dimension {d} (groups {shown}): {len(trial_chains)} launch(es), grid loops {trial_chains} "
+                       f"(was {chains})",
+                       {"dim": d, "loops": k, "groups": tuple(tuple(g) for g in groups),
+                        "grid_loops": tuple(trial_chains), "previous_grid_loops": tuple(chains)})
         log.info("%s: %s", prog.name, why)
         decisions = decisions + [why]
         chains, hoisted = trial_chains, True

@@ -45,7 +45,7 @@ class CpuTarget(Target):
         return opts
 
     def schedule(self, program: Program, deps: Dependences, opts: dict[str, Any], *, built: bool
-                 ) -> tuple[Schedule, list[str], Node]:
+                 ) -> tuple[Schedule, list[Decision], Node]:
         packed: frozenset[str] = frozenset()
         if opts["microkernel"] and opts["schedule"] == "auto" and opts["tile"] is None:  # read by tiling by size
             typer = program_typer(program)

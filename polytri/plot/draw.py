@@ -154,7 +154,7 @@ def _space_title(data: SpaceData) -> str:
     """Program, statement instance (fixed iterators shown with their value), parameters and schedule."""
     st = data.statement
     its = ", ".join(f"{i}={data.fixed[i]}" if i in data.fixed else i for i in st.iterators)
-    sched = data.schedule.origin
+    sched = data.schedule.label
     sizes = [strip.size for strip in data.strips]
     if sizes:
         sched += f", tile size {sizes[0]}" if len(set(sizes)) == 1 else f", tiles {' x '.join(map(str, sizes))}"
@@ -243,7 +243,7 @@ def draw_graph(data: GraphData, ax: Any) -> None:
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=8, frameon=False,
               ncol=max(1, min(3, math.ceil(len(handles) / 6))))
     ax.set_title(_wrapped([f"{data.program}: statement dependence graph, fusion groups",
-                           f"schedule: {data.schedule.origin}; forward arcs above, backward below"]
+                           f"schedule: {data.schedule.label}; forward arcs above, backward below"]
                           + [f"{s.name}: {s.text()}" for s in data.statements]), fontsize=9)
     ax.set_anchor("N")
 

@@ -171,7 +171,7 @@ def _compiled_picture(program: Program, deps: Dependences, options: Mapping[str,
     """:func:`compiled_schedule`, and when it is tiled, the same tiles with the band's own point loops (the
     compiler may scan a tile's points along a wavefront; the tiles and their order are the same)."""
     chosen = compiled_schedule(program, deps, options)
-    if not chosen.origin.split("/")[0].endswith("+tiled"):   # "a/b by ...": the kernel's map is a's
+    if not chosen.tiled:   # with an alternative, the kernel's map is still the schedule's own
         return chosen, ()
     opts = get_target("cpu").check_options(options)
     drawn, strips = picture_schedule(program, deps, schedule="pluto", fuse=opts["fuse"], tile=True,

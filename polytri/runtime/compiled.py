@@ -15,9 +15,9 @@ from ..schedule.schedule import Schedule, map_text
 
 
 def schedule_lines(s: Schedule, statements: list[str]) -> list[str]:
-    """The schedule for reports: its origin, its map (one statement a line, in ``statements``' order) and
-    :func:`schedule_table`."""
-    return ([f"schedule ({s.origin}):"] + [f"  {line}" for line in map_text(s.map, statements)] + [""]
+    """The schedule for reports: its label (origin and alternative), its map (one statement a line, in
+    ``statements``' order) and :func:`schedule_table`."""
+    return ([f"schedule ({s.label}):"] + [f"  {line}" for line in map_text(s.map, statements)] + [""]
             + schedule_table(s, statements))
 
 

@@ -7,6 +7,7 @@ import logging
 from typing import NamedTuple
 
 from ..ir.program import Program
+from ..pipeline.decisions import Decision
 from .dependences import Dependences
 from .locality import innermost_scores
 from .rows import Row, union_map
@@ -29,9 +30,9 @@ class _Candidate(NamedTuple):
 
 
 def reorder_bands(program: Program, deps: Dependences, rows: list[Row], bands: list[Band],
-                  fused_outer: Band | None, decisions: list[str]) -> list[Row]:
+                  fused_outer: Band | None, decisions: list[Decision]) -> list[Row]:
     """``rows`` with each band's innermost row chosen (legal: band rows are permutable); each move is
-    appended to ``decisions``.  The choice: first a row whose loop is parallel with a stride-1 access (it
+    appended to ``decisions`` (kind ``band-order``).  The choice: first a row whose loop is parallel with a stride-1 access (it
     vectorizes; a reduction innermost does not without reassociation), then the best spatial locality;
     never one whose move pushes the band's outermost parallel loop inward, unless the statements run
     inside shared parallel loops (policy ``outer``: a convolution's sums go outside its parallel column
@@ -87,7 +88,7 @@ def _candidates(program: Program, deps: Dependences, rows: list[Row], dims: list
 
 
 def _reorder_band(program: Program, deps: Dependences, rows: list[Row], numbered: tuple[int, Band],
-                  group: frozenset[str], fused_outer: Band | None, decisions: list[str]) -> list[Row]:
+                  group: frozenset[str], fused_outer: Band | None, decisions: list[Decision]) -> list[Row]:
     number, band = numbered
     dims = [d for d in band.dims if any(any(rows[d].coeffs[n]) for n in group)]  # the group's loops
     if len(dims) < 2:
@@ -105,8 +106,12 @@ def _reorder_band(program: Program, deps: Dependences, rows: list[Row], numbered
         return rows
     why = "parallel (vectorizable) and " if best.vectorizable and not current.vectorizable else ""
     whom = "" if len(group) == len(program.statements) else f" for {', '.join(sorted(group))}"
-    decisions.append(f"band {number}: time dimension {best.dim} moved innermost{whom}: {why}"
-                     f"stride-1 / invariant accesses (locality score {best.score} vs {current.score})")
+    decisions.append(Decision(
+        "schedule", "band-order", f"band {number}",
+        f"band {number}: time dimension {best.dim} moved innermost{whom}: {why}stride-1 / invariant accesses "
+        f"(locality score {best.score} vs {current.score})",
+        {"band": number, "dim": best.dim, "innermost": dims[-1], "statements": tuple(sorted(group)),
+         "vectorizable": best.vectorizable, "score": best.score, "previous_score": current.score}))
     log.info("%s: %s", program.name, decisions[-1])
     return best.rows
 

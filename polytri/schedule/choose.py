@@ -3,6 +3,13 @@
 The ``auto`` choice keeps the input order where Pluto's schedule loses parallelism or locality the input
 order has (see :func:`choose_schedule`); a scheduler failure or a schedule that cannot be proved legal
 falls back to the input order with a warning, never to wrong code.
+
+Each choice is a :class:`~polytri.pipeline.decisions.Decision` of stage ``schedule``: kind
+``original-order`` (``data["reason"]``: ``option``, ``scheduler-error``, ``parallelism-lost``,
+``locality-lost`` or ``guarded-vector-loop``), ``pluto``, ``tiling-dropped`` (the tiled schedule failed
+its proof), ``tile-by-size`` or ``tile-by-count`` (the kernel carries two schedules:
+:class:`~polytri.schedule.schedule.Alternative`), then the scheduler's own
+decisions (``fusion-cut``, ``band-order``, ``tile``, ...), each with its figures in ``data``.
 """
 
 from __future__ import annotations
@@ -10,7 +17,9 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import islpy as isl
 
@@ -18,6 +27,7 @@ from ..ir.contraction import contraction_form
 from ..ir.expr import Binary, Const, Expr
 from ..ir.printer import expr_to_str
 from ..ir.program import Program
+from ..pipeline.decisions import Decision, under
 from .dependences import Dependences
 from .legality import IllegalScheduleError, prove_legal
 from .locality import dominant_streams, strided_streams
@@ -25,16 +35,37 @@ from .loop_ast import Block, For, If, Node, build_loop_ast, enclosing_loops, gua
 from .loop_work import Range, trip_count
 from .pluto import SchedulingError, pluto_schedule
 from .reuse import reuse_exceeding
-from .schedule import Schedule, original_schedule
+from .schedule import Alternative, Schedule, original_schedule
 from .tiling import cache_sizes, tile_schedule
 
 log = logging.getLogger("polytri.schedule")
+
+#: A schedule, the decisions that chose it, and its loop AST.
+Chosen = tuple[Schedule, list[Decision], Node]
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why ``auto`` keeps the input order: a ``code`` (the ``reason`` of the decision), the sentence, the
+    figures."""
+
+    code: str
+    text: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _original_order(prog: Program, reason: str, why: str, **data: Any) -> Decision:
+    """The decision to run the input order, for ``reason`` (``option``, ``scheduler-error``, or a
+    :attr:`Reason.code`)."""
+    text = ("schedule: the original order (option schedule='original')" if reason == "option"
+            else f"schedule: the original order, because {why}")
+    return Decision("schedule", "original-order", prog.name, text, {"reason": reason, **data})
 
 
 def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
                     tile: bool | None = False, tile_size: int | None = None,
                     *, vector_loops: bool = False, packed: frozenset[str] = frozenset()
-                    ) -> tuple[Schedule, list[str], Node]:
+                    ) -> Chosen:
     """The schedule to generate code from, proved legal, with the decisions and its loop AST; the original
     order when the scheduler fails or its result cannot be proved legal (with a warning: never wrong
     code).  ``vector_loops``: the target vectorizes innermost loops (the CPU), so ``auto`` also keeps the
@@ -44,16 +75,17 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
     original = original_schedule(prog, deps)
     prove_legal(original.map, deps, what=f"{prog.name}: the original order")
     if kind == "original":
-        return original, ["schedule: the original order (option schedule='original')"], \
-            build_loop_ast(prog, original, deps)
+        return original, [_original_order(prog, "option", "")], build_loop_ast(prog, original, deps)
     try:
         sched = pluto_schedule(prog, deps, fuse=fuse)
         prove_legal(sched.map, deps, what=f"{prog.name}: the Pluto schedule")
     except (SchedulingError, IllegalScheduleError, isl.Error) as exc:
         warnings.warn(f"polytri: {exc}; compiling {prog.name} in its original order", stacklevel=3)
         log.warning("%s: falling back to the original order: %s", prog.name, exc)
-        return original, [f"schedule: the original order, because {exc}"], build_loop_ast(prog, original, deps)
+        return original, [_original_order(prog, "scheduler-error", str(exc), error=type(exc).__name__)], \
+            build_loop_ast(prog, original, deps)
     untiled = sched
+    dropped: list[Decision] = []
     if ((tile is True or (tile is None and kind == "auto" and _tiling_may_pay(original, untiled)))
             and any(b.width >= 2 for b in sched.bands)):
         try:
@@ -63,18 +95,22 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
         except (IllegalScheduleError, isl.Error) as exc:
             warnings.warn(f"polytri: {exc}; compiling {prog.name} untiled", stacklevel=3)
             log.warning("%s: tiling dropped: %s", prog.name, exc)
+            dropped.append(Decision("schedule", "tiling-dropped", prog.name, f"tiling: dropped, because {exc}",
+                                    {"error": type(exc).__name__}))
         if tile is None and sched is not untiled and not _tiling_pays(original, untiled, sched):
             sched = untiled
-    decisions = [f"scheduler: {d}" for d in sched.decisions]
+    decisions = [under(d, "schedule", "scheduler: ") for d in sched.decisions] + dropped
     ours = build_loop_ast(prog, sched, deps, separate_guards=vector_loops)
-    chosen = (sched, [f"schedule: Pluto (fusion '{fuse}'), proved legal with isl"] + decisions, ours)
+    pluto = Decision("schedule", "pluto", prog.name, f"schedule: Pluto (fusion '{fuse}'), proved legal with isl",
+                     {"fuse": fuse, "origin": sched.origin})
+    chosen: Chosen = (sched, [pluto] + decisions, ours)
     if kind == "auto":
         theirs = build_loop_ast(prog, original, deps, separate_guards=vector_loops)
         why = (_parallelism_lost(prog, ours, theirs) or _locality_loss(prog, untiled, original)
                or (_vector_loops_guarded(ours, theirs) if vector_loops else None))
         if why is not None:
-            log.info("%s: %s", prog.name, why)
-            chosen = (original, [f"schedule: the original order, because {why}"] + decisions, theirs)
+            log.info("%s: %s", prog.name, why.text)
+            chosen = (original, [_original_order(prog, why.code, why.text, **why.data)] + decisions, theirs)
     if kind == "auto" and tile is None and sched is untiled and chosen[0] is sched:
         return _tiled_where_reuse_exceeds_cache(prog, deps, untiled, chosen, tile_size, vector_loops, packed)
     if kind == "auto" and tile is None and sched is not untiled and chosen[0] is sched:
@@ -83,8 +119,8 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
 
 
 def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: Schedule,
-                                     chosen: tuple[Schedule, list[str], Node], tile_size: int | None,
-                                     vector_loops: bool, packed: frozenset[str]) -> tuple[Schedule, list[str], Node]:
+                                     chosen: Chosen, tile_size: int | None,
+                                     vector_loops: bool, packed: frozenset[str]) -> Chosen:
     """``chosen``, or, where a loop of its AST carries reuse (:mod:`.reuse`), an AST that runs the tiled
     Pluto schedule when what one iteration of such a loop touches exceeds the L2 cache at the sizes of
     the call, and ``chosen``'s otherwise.  Both are proved legal; the choice is made by the kernel.  Only
@@ -92,7 +128,9 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
     parallel loops), the tiles' wavefront gave them back at a cost: jacobi-2d ran 1.34x slower tiled at
     PolyBench's LARGE size on two threads (fdtd-2d 1.33x faster, heat-3d 1.09x).  Not where the tiled AST
     runs some statement with its outermost parallel loop deeper than ``chosen`` (:func:`_parallelism_lost`):
-    a wavefront over tiles in place of a parallel loop."""
+    a wavefront over tiles in place of a parallel loop.  The decision: kind ``tile-by-size``, with the
+    ``l2`` size, the ``reuse`` found (:class:`.reuse.Reuse`) and the two schedules' origins; the schedule
+    names the tiled one as its :class:`.Alternative` (condition ``size``)."""
     sched, decisions, ast = chosen
     if not any(b.width >= 2 for b in untiled.bands):
         return chosen
@@ -110,23 +148,22 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
     tiled_ast = build_loop_ast(prog, tiled, deps)   # unsplit: cheaper, and splitting keeps the loops' flags
     lost = _parallelism_lost(prog, tiled_ast, ast)
     if lost is not None:   # gramschmidt: the tiles' wavefront runs fewer loops in parallel
-        log.info("%s: no tiled version, because %s", prog.name, lost.replace("the Pluto schedule", "the tiled one"))
+        log.info("%s: no tiled version, because %s", prog.name, lost.text.replace("the Pluto schedule", "the tiled one"))
         return chosen
     if vector_loops:
         tiled_ast = build_loop_ast(prog, tiled, deps, separate_guards=True)
-    why = (f"tiling: the {tiled.origin} schedule runs where the data one iteration of a loop rereads "
-           f"exceed the L2 cache ({l2 >> 10} KiB), the {sched.origin} one otherwise: "
-           + "; ".join(r.text() for r in reuse))
+    why = Decision("schedule", "tile-by-size", prog.name,
+                   f"tiling: the {tiled.origin} schedule runs where the data one iteration of a loop rereads "
+                   f"exceed the L2 cache ({l2 >> 10} KiB), the {sched.origin} one otherwise: "
+                   + "; ".join(r.text() for r in reuse),
+                   {"l2": l2, "reuse": tuple(reuse), "tiled": tiled.origin, "untiled": sched.origin})
     log.info("%s: %s", prog.name, why)
-    both = replace(sched, origin=f"{sched.origin}/{tiled.origin} by size",
-                   decisions=sched.decisions + tuple(f"tiled: {d}" for d in tiled.decisions
-                                                     if d not in sched.decisions))
+    both = replace(sched, alternative=Alternative(tiled.origin, "size", tiled.decisions))
     return both, decisions + [why], If(cond, tiled_ast, ast)
 
 
 def _wavefront_where_tiles_run_side_by_side(prog: Program, deps: Dependences, untiled: Schedule,
-                                            chosen: tuple[Schedule, list[str], Node], vector_loops: bool,
-                                            packed: frozenset[str]) -> tuple[Schedule, list[str], Node]:
+                                            chosen: Chosen, vector_loops: bool, packed: frozenset[str]) -> Chosen:
     """``chosen`` (a wavefront over tiles, kept because it is the only source of parallelism:
     :func:`_tiling_pays`), run only where its parallel loops can have two tiles at once or where the
     untiled schedule's reuse outgrows the L2 cache (:mod:`.reuse`: the tiles' locality), and the untiled
@@ -134,7 +171,10 @@ def _wavefront_where_tiles_run_side_by_side(prog: Program, deps: Dependences, un
     (:func:`.loop_work.trip_count`) in the parameters.  floyd-warshall at PolyBench's MEDIUM size (N = 500)
     has one tile of 512 columns per row of tiles: its wavefront never runs two tiles side by side, and
     the default ran at 0.82x the speed of the input order's C; with the untiled schedule there (its input
-    order), 1.00x (``polytri bench --dataset medium``, quiet runs before and after)."""
+    order), 1.00x (``polytri bench --dataset medium``, quiet runs before and after).  The decision: kind
+    ``tile-by-count``, with the bounds (``trips``: each loop's counter and its bound), the ``l2`` size, the
+    ``reuse`` found (none: ``()``) and the untiled schedule's origin; the schedule names the untiled one
+    as its :class:`.Alternative` (condition ``tile-count``)."""
     sched, decisions, ast = chosen
     try:
         trips = _parallel_trips(ast, {})
@@ -153,11 +193,14 @@ def _wavefront_where_tiles_run_side_by_side(prog: Program, deps: Dependences, un
         cond = Binary("or", cond, found[0])
         reuse = f", or where the data one iteration of a loop rereads exceed the L2 cache ({l2 >> 10} KiB: " \
             + "; ".join(r.text() for r in found[1]) + ")"
-    why = ("tiling: the wavefront over tiles runs where some parallel loop has two tiles or more ("
-           + ", ".join(f"{var}: at most {expr_to_str(t)}" for var, t in trips) + f"){reuse}, the untiled "
-           + f"{untiled.origin} schedule otherwise: one tile at a time only adds loop overhead")
+    why = Decision("schedule", "tile-by-count", prog.name,
+                   "tiling: the wavefront over tiles runs where some parallel loop has two tiles or more ("
+                   + ", ".join(f"{var}: at most {expr_to_str(t)}" for var, t in trips) + f"){reuse}, the untiled "
+                   + f"{untiled.origin} schedule otherwise: one tile at a time only adds loop overhead",
+                   {"trips": tuple(trips), "l2": l2, "reuse": tuple(found[1]) if found is not None else (),
+                    "untiled": untiled.origin})
     log.info("%s: %s", prog.name, why)
-    both = replace(sched, origin=f"{sched.origin}/{untiled.origin} by tile count")
+    both = replace(sched, alternative=Alternative(untiled.origin, "tile-count", untiled.decisions))
     return both, decisions + [why], If(cond, ast, untiled_ast)
 
 
@@ -183,14 +226,16 @@ class _Unbounded(Exception):
     """A loop whose trip count has no affine bound (:func:`_parallel_trips`)."""
 
 
-def _parallelism_lost(prog: Program, ours: Node, theirs: Node) -> str | None:
+def _parallelism_lost(prog: Program, ours: Node, theirs: Node) -> Reason | None:
     """Why the loop AST ``ours`` runs some statement with its outermost parallel loop deeper than the
     input order's AST ``theirs`` does (or with none where the input order has one), or ``None``.  A skewed
     band pays off only through tiling with wavefronts; untiled (or where tiling does not pay yet, see
     _tiling_pays) a skew just removes the input order's parallelism.  (Counting parallel loops instead
     would reject fusing a 4 x 4 nest into one loop of 16 iterations.)  A statement whose parallel loop
     moved innermost where the input order's innermost loop is sequential does not count: the move made
-    that loop vectorizable (doitgen's sums: ``pp`` innermost instead of the reduction over ``s``)."""
+    that loop vectorizable (doitgen's sums: ``pp`` innermost instead of the reduction over ``s``).  Code
+    ``parallelism-lost``; ``data["loops"]``: for each group of statements, its outermost parallel loop in
+    each (depths from 0; ``None``: Pluto's has none)."""
     def first_parallel(places: list[tuple[bool, ...]]) -> float:
         return max(next((k for k, par in enumerate(p) if par), math.inf) for p in places)
     def innermost_parallel(places: list[tuple[bool, ...]]) -> bool:
@@ -206,22 +251,28 @@ def _parallelism_lost(prog: Program, ours: Node, theirs: Node) -> str | None:
             worse.setdefault((mine[s.name], base[s.name]), []).append(s.name)
     if not worse:
         return None
-    return ("the input order has parallel loops further out than the Pluto schedule: its outermost parallel "
-            "loop is " + "; ".join(_parallel_depths(names, p, b) for (p, b), names in worse.items())
-            + " (loops counted from the outermost); the input order is kept")
+    return Reason("parallelism-lost",
+                  "the input order has parallel loops further out than the Pluto schedule: its outermost parallel "
+                  "loop is " + "; ".join(_parallel_depths(names, p, b) for (p, b), names in worse.items())
+                  + " (loops counted from the outermost); the input order is kept",
+                  {"loops": tuple({"statements": tuple(names), "pluto": None if math.isinf(p) else int(p),
+                                   "original": int(b)} for (p, b), names in worse.items())})
 
 
-def _vector_loops_guarded(ours: Node, theirs: Node) -> str | None:
+def _vector_loops_guarded(ours: Node, theirs: Node) -> Reason | None:
     """Why the loop AST ``ours`` runs statements behind a guard on an innermost loop's counter where the
     input order's AST ``theirs`` does not (:func:`.guarded_in_innermost`), or ``None``.  Pluto fuses a
     statement of a lower dimension into a loop of a higher one (durbin's ``y[k] = alpha`` into the loop of
     ``z[i] = ...``) when that shortens a dependence; the point guard it needs then stops the loop from
-    vectorizing, which here cost more than the fusion saved (0.82-0.87x the input order's time)."""
+    vectorizing, which here cost more than the fusion saved (0.82-0.87x the input order's time).  Code
+    ``guarded-vector-loop``; ``data["statements"]``: the statements guarded."""
     guarded = guarded_in_innermost(ours) - guarded_in_innermost(theirs)
     if not guarded:
         return None
-    return (f"the Pluto schedule runs {', '.join(sorted(guarded))} behind a guard on an innermost loop's "
-            "counter, which keeps that loop from vectorizing; the input order does not: it is kept")
+    return Reason("guarded-vector-loop",
+                  f"the Pluto schedule runs {', '.join(sorted(guarded))} behind a guard on an innermost loop's "
+                  "counter, which keeps that loop from vectorizing; the input order does not: it is kept",
+                  {"statements": tuple(sorted(guarded))})
 
 
 def _packed_contractions(prog: Program) -> frozenset[str]:
@@ -238,14 +289,15 @@ def _parallel_depths(names: list[str], pluto: float, original: float) -> str:
     return f"loop {int(original) + 1} of {', '.join(names)}, where the Pluto schedule {theirs}"
 
 
-def _locality_loss(prog: Program, pluto: Schedule, original: Schedule) -> str | None:
+def _locality_loss(prog: Program, pluto: Schedule, original: Schedule) -> Reason | None:
     """Why the Pluto schedule's innermost loops have clearly worse spatial locality than the input order,
     or ``None``.  Pluto's cost function sees dependence distances, not memory layout: to fuse bicg's
     ``s[j] += r[i] * A[i, j]`` with ``q[i] += A[i, j] * p[j]`` under an outer parallel loop it scans the
     first on ``(j, i)``, a column walk of ``A`` that loads a cache line per element (3x slower than the
     naive row walk here, which two cores of parallelism cannot repay).  Clearly worse means more strided
     streams (``locality.strided_streams``: accesses shared by fused statements count once) in the deepest
-    statements that have any, whose ``n^depth`` iterations dominate the cost."""
+    statements that have any, whose ``n^depth`` iterations dominate the cost.  Code ``locality-lost``;
+    ``data``: the ``depth``, the ``strided`` streams of Pluto's schedule and those of the ``original``."""
     ours = list(strided_streams(prog, pluto.map).values())
     theirs = list(strided_streams(prog, original.map).values())
     depth = max((s.depth for s in ours + theirs), default=0)
@@ -253,9 +305,11 @@ def _locality_loss(prog: Program, pluto: Schedule, original: Schedule) -> str | 
     if len(worse) <= len(before):
         return None
     listed = f" ({', '.join(before)})" if before else ""
-    return (f"the Pluto schedule's innermost loops walk {len(worse)} strided stream(s) in statements {depth} "
-            f"loop(s) deep ({', '.join(worse)}), the input order {len(before)}{listed}: a strided walk loads a "
-            f"cache line per element; the input order is kept")
+    return Reason("locality-lost",
+                  f"the Pluto schedule's innermost loops walk {len(worse)} strided stream(s) in statements {depth} "
+                  f"loop(s) deep ({', '.join(worse)}), the input order {len(before)}{listed}: a strided walk loads "
+                  f"a cache line per element; the input order is kept",
+                  {"depth": depth, "strided": tuple(worse), "original": tuple(before)})
 
 
 def _tiling_may_pay(original: Schedule, untiled: Schedule) -> bool:

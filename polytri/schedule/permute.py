@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import islpy as isl
 
+from ..pipeline.decisions import Decision
 from .dependences import Dependences
 from .schedule import Schedule, parallel_dimensions
 
@@ -44,7 +45,8 @@ def _leading_parallel(s: Schedule, dims: range) -> int:
 
 
 def parallel_outward(schedule: Schedule, deps: Dependences) -> Schedule:
-    """Within each band, move parallel dimensions outward where they stay parallel."""
+    """Within each band, move parallel dimensions outward where they stay parallel (a decision of kind
+    ``permute`` for each band reordered)."""
     for number, band in enumerate(schedule.bands):
         if band.width < 2:
             continue
@@ -58,8 +60,10 @@ def parallel_outward(schedule: Schedule, deps: Dependences) -> Schedule:
         trial = permute_dimensions(schedule, order, deps)
         after = _leading_parallel(trial, band.dims)
         if after > before:
-            why = (f"band {number}: dimensions reordered {dims} -> {ranked} for the GPU grid: {after} "
-                   f"outermost parallel loop(s) instead of {before}")
-            log.info(why)
+            why = Decision("schedule", "permute", f"band {number}",
+                           f"band {number}: dimensions reordered {dims} -> {ranked} for the GPU grid: {after} "
+                           f"outermost parallel loop(s) instead of {before}",
+                           {"band": number, "order": tuple(ranked), "parallel": after, "previous_parallel": before})
+            log.info("%s", why)
             schedule = replace(trial, decisions=schedule.decisions + (why,))
     return schedule

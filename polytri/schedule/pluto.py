@@ -34,6 +34,7 @@ import networkx as nx
 from ..errors import PolytriError
 from ..ir.contraction import contraction_form
 from ..ir.program import Program, params_prefix
+from ..pipeline.decisions import Decision
 from .band_order import reorder_bands
 from .dependences import Dependences
 from .farkas import Layout, Rows, aligned_pieces, basic_set, bounding, validity
@@ -63,7 +64,7 @@ class _State:
     layout: Layout
     rows: list[Row] = field(default_factory=list)
     bands: list[Band] = field(default_factory=list)
-    decisions: list[str] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
     fused_outer: Band | None = None
     """The band of shared parallel loops of policy ``outer`` (its order is kept: loops run inside it)."""
 
@@ -76,6 +77,11 @@ class _State:
 
     def full_rank(self, name: str) -> bool:
         return self.rank(name) == self.layout.dims(name)
+
+    def decide(self, kind: str, subject: str, text: str, **data: object) -> None:
+        """Record a decision of stage ``schedule`` (and log it)."""
+        self.decisions.append(Decision("schedule", kind, subject, text, data))
+        log.info("%s: %s", self.program.name, text)
 
 
 # -- linear independence ------------------------------------------------------------------------------
@@ -252,13 +258,27 @@ def _passes_shared(program: Program, comps: list[list[str]], pieces: list[isl.Ba
     return groups
 
 
-def _cut(state: _State, groups: list[list[str]], why: str) -> None:
-    """Add a scalar dimension placing each group of statements after the previous groups."""
+#: Why the scheduler cuts (the ``reason`` of a ``fusion-cut`` decision), as ``explain()`` says it.
+CUT_REASONS = {
+    "fuse-none": "fusion policy 'none' distributes every strongly connected component",
+    "smart-depths": "smart fusion keeps loop nests of different depths apart",
+    "outer-contraction": "fusion policy 'outer' keeps each contraction in a nest of its own",
+    "outer-below-shared": "fusion policy 'outer' distributes the strongly connected components below the shared "
+                          "parallel loops (independent ones of one depth together)",
+    "no-hyperplane": "no further permutable hyperplane; distributing the strongly connected components",
+    "statement-order": "orders statements that share every loop (no dependence between them remains)",
+}
+
+
+def _cut(state: _State, groups: list[list[str]], reason: str) -> None:
+    """Add a scalar dimension placing each group of statements after the previous groups; ``reason`` is a
+    key of :data:`CUT_REASONS`."""
     consts = {n: k for k, grp in enumerate(groups) for n in grp}
     zero = {n: (0,) * m for n, m in state.layout.statements}
     state.rows.append(Row(zero, consts, scalar=True))
-    state.decisions.append(f"cut {' | '.join(', '.join(g) for g in groups)}: {why}")
-    log.info("%s: %s", state.program.name, state.decisions[-1])
+    state.decide("fusion-cut", ", ".join(n for g in groups for n in g),
+                 f"cut {' | '.join(', '.join(g) for g in groups)}: {CUT_REASONS[reason]}",
+                 groups=tuple(tuple(g) for g in groups), reason=reason, dim=len(state.rows) - 1)
 
 
 def _initial_cut(state: _State, fuse: str, pieces: list[isl.BasicMap]) -> None:
@@ -266,7 +286,7 @@ def _initial_cut(state: _State, fuse: str, pieces: list[isl.BasicMap]) -> None:
     if len(comps) <= 1 or fuse == "max":
         return
     if fuse == "none":
-        _cut(state, comps, "fusion policy 'none' distributes every strongly connected component")
+        _cut(state, comps, "fuse-none")
         return
     depth = {s.name: len(s.iterators) for s in state.program.statements}
     groups: list[list[str]] = []
@@ -279,7 +299,7 @@ def _initial_cut(state: _State, fuse: str, pieces: list[isl.BasicMap]) -> None:
             groups.append(list(comp))
         last = d
     if len(groups) > 1:
-        _cut(state, groups, "smart fusion keeps loop nests of different depths apart")
+        _cut(state, groups, "smart-depths")
 
 
 def _contraction_cut(state: _State, pieces: list[isl.BasicMap]) -> set[str]:
@@ -303,7 +323,7 @@ def _contraction_cut(state: _State, pieces: list[isl.BasicMap]) -> set[str]:
         else:
             groups[-1].extend(comp)
     if len(groups) > 1:
-        _cut(state, groups, "fusion policy 'outer' keeps each contraction in a nest of its own")
+        _cut(state, groups, "outer-contraction")
     return apart
 
 
@@ -345,24 +365,25 @@ def _fuse_outer(state: _State, pieces: list[isl.BasicMap], bounds: Rows) -> list
     first = len(state.rows)
     band = _shared_parallel_band(state, pieces, bounds, apart)
     if not band:
-        state.decisions.append("no parallel loop shared by the statements: fused as 'smart'")
-        log.info("%s: %s", program.name, state.decisions[-1])
+        state.decide("no-shared-parallel", "program", "no parallel loop shared by the statements: fused as 'smart'",
+                     fuse="smart")
         _initial_cut(state, "smart", pieces)
         return _uncarried(pieces, state.rows[first:], program)
     state.fused_outer = Band(first, len(band))
     state.bands.append(state.fused_outer)
     shared = "; ".join(", ".join(f"{st.name}: {r.text(st.name, st.iterators)}" for st in program.statements
                                  if st.name not in apart) for r in band)
-    state.decisions.append(f"{len(band)} parallel loop(s) shared by the statements"
-                           + (f" other than the contraction(s) {', '.join(sorted(apart))}" if apart else "")
-                           + f" ({shared})")
-    log.info("%s: %s", program.name, state.decisions[-1])
+    sharing = [st.name for st in program.statements if st.name not in apart]
+    state.decide("shared-parallel", ", ".join(sharing),
+                 f"{len(band)} parallel loop(s) shared by the statements"
+                 + (f" other than the contraction(s) {', '.join(sorted(apart))}" if apart else "") + f" ({shared})",
+                 loops=len(band), dims=tuple(range(first, first + len(band))), statements=tuple(sharing),
+                 apart=tuple(sorted(apart)), rows=tuple({n: r.text(n, program.statement(n).iterators)
+                                                         for n in sharing} for r in band))
     pieces = _uncarried(pieces, band, program)
     comps = _components_in_order(program, _dep_graph(program, pieces))
     if len(comps) > 1:
-        _cut(state, _passes_shared(program, comps, pieces),
-             "fusion policy 'outer' distributes the strongly connected components below the shared parallel "
-             "loops (independent ones of one depth together)")
+        _cut(state, _passes_shared(program, comps, pieces), "outer-below-shared")
         pieces = _uncarried(pieces, state.rows[-1:], program)
     return pieces
 
@@ -379,9 +400,8 @@ def _carrying_row(state: _State, pieces: list[isl.BasicMap], bounds: Rows) -> Ro
         sol = _lexmin(basic_set(lay, base + [validity(lay, target, strict=True)]))
         if sol is not None:
             row = _row_from_solution(lay, sol)
-            state.decisions.append(f"extra hyperplane carrying dependence piece {k} (a cycle of zero-distance "
-                                   f"dependences that no cut separates)")
-            log.info("%s: %s", state.program.name, state.decisions[-1])
+            state.decide("extra-hyperplane", "program", f"extra hyperplane carrying dependence piece {k} (a cycle "
+                         f"of zero-distance dependences that no cut separates)", piece=k, dim=len(state.rows))
             return row
     return None
 
@@ -400,7 +420,8 @@ def _find_band(state: _State, pieces: list[isl.BasicMap], constraints: isl.Basic
             sol = _lexmin(constraints.intersect(basic_set(state.layout, [_independence(state, pending, lazy)])))
             if sol is not None:
                 if lazy:
-                    state.decisions.append("hyperplane found in lazy mode (independent for some statements only)")
+                    state.decide("lazy-hyperplane", ", ".join(pending), "hyperplane found in lazy mode "
+                                 "(independent for some statements only)", dim=len(state.rows), statements=tuple(pending))
                 break
         if sol is None:
             break
@@ -429,7 +450,7 @@ def pluto_schedule(program: Program, deps: Dependences, *, fuse: str = "smart") 
     placement = {s.name: tuple(r.consts[s.name] for r in state.rows if r.scalar) for s in program.statements}
     if len(set(placement.values())) < len(program.statements) and not (state.rows and state.rows[-1].scalar):
         order = [[s.name] for s in program.statements]
-        _cut(state, order, "orders statements that share every loop (no dependence between them remains)")
+        _cut(state, order, "statement-order")
     state.rows = reorder_bands(program, deps, state.rows, state.bands, state.fused_outer, state.decisions)
     return _as_schedule(state, deps)
 
@@ -460,7 +481,7 @@ def _next_rows(state: _State, pieces: list[isl.BasicMap], bounds: Rows, done: bo
     comps = _components_in_order(program, _dep_graph(program, pieces))
     where = {n: k for k, comp in enumerate(comps) for n in comp}
     if any(where[p.get_tuple_name(isl.dim_type.in_)] != where[p.get_tuple_name(isl.dim_type.out)] for p in pieces):
-        _cut(state, comps, "no further permutable hyperplane; distributing the strongly connected components")
+        _cut(state, comps, "no-hyperplane")
         return _uncarried(pieces, state.rows[-1:], program)
     row = _carrying_row(state, pieces, bounds)
     if row is None:

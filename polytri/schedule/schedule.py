@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..ir.program import Program
+from ..pipeline.decisions import Decision
 from .dependences import Dependences
 
 log = logging.getLogger("polytri.schedule")
@@ -34,6 +35,27 @@ class Band:
         return range(self.first, self.first + self.width)
 
 
+#: What decides between a schedule and its :class:`Alternative`, as ``explain()`` names it.
+CONDITIONS = {"size": "by size", "tile-count": "by tile count"}
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A second schedule that a kernel's loop AST carries beside the schedule's own map: the AST is an ``If``
+    whose test, evaluated from the parameters at each call, picks one of the two."""
+
+    origin: str
+    """Which pass produced it (``pluto``, ``pluto+tiled``)."""
+    condition: str
+    """What picks it (a key of :data:`CONDITIONS`): ``size``, the alternative (tiled) runs where the data
+    one iteration of a loop rereads exceed the L2 cache; ``tile-count``, the alternative (untiled) runs
+    where no parallel loop of the schedule's own wavefront over tiles has two tiles or more, and the
+    untiled schedule's reuse fits the L2 cache."""
+    decisions: tuple[Decision, ...] = ()
+    """What the scheduler decided for it, all of it (the decisions it shares with the schedule's own map
+    are in ``Schedule.decisions`` too)."""
+
+
 @dataclass(frozen=True)
 class Schedule:
     """A statement-wise affine schedule with per-dimension facts."""
@@ -43,19 +65,31 @@ class Schedule:
     parallel: tuple[bool, ...]
     """For each time dimension: ``True`` when no dependence is carried by it."""
     origin: str
-    """Which pass produced it (``original`` for the input order, ``pluto`` for the scheduler)."""
+    """Which pass produced ``map`` (``original`` for the input order, ``pluto`` for the scheduler,
+    ``pluto+tiled`` for its tiles); :attr:`label` also names the alternative."""
     bands: tuple[Band, ...] = ()
     """Permutable bands (empty for the original order)."""
     scalar: tuple[bool, ...] = ()
     """For each time dimension: a constant per statement (a distribution), not a loop."""
-    decisions: tuple[str, ...] = ()
-    """What the scheduler decided and why (cuts, lazy hyperplanes, fallbacks)."""
+    decisions: tuple[Decision, ...] = ()
+    """What the scheduler decided and why (cuts, lazy hyperplanes, band orders, tiles), as records of stage
+    ``schedule``."""
     rows: tuple[dict[str, str], ...] = ()
     """Each time dimension as text per statement (``{"S0": "t", "S1": "t"}``), for reports."""
+    tiled: bool = False
+    """Whether ``map`` has tile dimensions (:func:`polytri.schedule.tiling.tile_band`)."""
+    alternative: Alternative | None = None
+    """The second schedule the kernel's loop AST carries, if any (``schedule/choose.py``)."""
 
     @property
     def ndim(self) -> int:
         return len(self.parallel)
+
+    @property
+    def label(self) -> str:
+        """The origin for reports: ``pluto``, or with an alternative ``pluto/pluto+tiled by size``."""
+        alt = self.alternative
+        return self.origin if alt is None else f"{self.origin}/{alt.origin} {CONDITIONS[alt.condition]}"
 
 
 def map_text(umap: isl.UnionMap, order: Sequence[str] = ()) -> list[str]:

@@ -25,6 +25,7 @@ import sympy
 
 from .. import dtypes
 from ..ir.program import Program
+from ..pipeline.decisions import Decision
 from .dependences import Dependences
 from .schedule import Band, Schedule, carried_at, dependences_between, parallel_dimensions, time_dependences
 
@@ -82,19 +83,24 @@ def tile_band(schedule: Schedule, band: Band, sizes: tuple[int, ...], deps: Depe
               intra_tile: bool = True) -> Schedule:
     """``schedule`` with ``band`` tiled by ``sizes`` (and a wavefront over the tiles if none of the tile
     loops would be parallel otherwise; with ``intra_tile``, a wavefront over the points of a tile when its
-    innermost loop is a recurrence)."""
+    innermost loop is a recurrence).  Records a decision of kind ``tile`` (``data``: the band's number,
+    its ``sizes``, whether a ``wavefront`` runs over the tiles), and one of kind ``point-wavefront`` for
+    the wavefront over a tile's points (``data["dims"]``: the two point dimensions)."""
     dims = list(band.dims)
     first = dims[0]
     tiled, par, wavefront = _tiled_map(schedule, dims, sizes, deps)
     scalar = list(schedule.scalar or (False,) * schedule.ndim)
     scalar[first:first] = [False] * len(dims)
-    what = (f"band {schedule.bands.index(band)} tiled {'x'.join(map(str, sizes))}"
-            + (" with a wavefront over tiles (no tile loop was parallel)" if wavefront else ""))
+    number = schedule.bands.index(band)
+    what = Decision("schedule", "tile", f"band {number}",
+                    f"band {number} tiled {'x'.join(map(str, sizes))}"
+                    + (" with a wavefront over tiles (no tile loop was parallel)" if wavefront else ""),
+                    {"band": number, "sizes": tuple(sizes), "wavefront": wavefront})
     log.info("%s", what)
     out = replace(schedule, map=tiled, parallel=par, bands=_shifted_bands(schedule.bands, band, first, len(dims)),
                   scalar=tuple(scalar), rows=_tiled_rows(schedule, dims, sizes, wavefront),
-                  decisions=schedule.decisions + (what,),
-                  origin=schedule.origin if schedule.origin.endswith("+tiled") else schedule.origin + "+tiled")
+                  decisions=schedule.decisions + (what,), tiled=True,
+                  origin=schedule.origin if schedule.tiled else schedule.origin + "+tiled")
     return _point_wavefront(out, Band(first + len(dims), len(dims)), deps) if intra_tile else out
 
 
@@ -204,8 +210,9 @@ def _point_wavefront(schedule: Schedule, points: Band, deps: Dependences) -> Sch
     if rows:
         rows[a], rows[b] = ({n: _sum_text(schedule.rows[a][n], schedule.rows[b][n]) for n in schedule.rows[a]},
                             schedule.rows[a])
-    what = (f"intra-tile wavefront: point loops {a}, {b} scanned as ({a} + {b}, {a}), so the innermost loop "
-            f"runs over independent points (it was a recurrence)")
+    what = Decision("schedule", "point-wavefront", f"band {schedule.bands.index(points)}",
+                    f"intra-tile wavefront: point loops {a}, {b} scanned as ({a} + {b}, {a}), so the innermost "
+                    f"loop runs over independent points (it was a recurrence)", {"dims": (a, b)})
     log.info("%s", what)
     return replace(schedule, map=skewed, parallel=par, rows=tuple(rows), decisions=schedule.decisions + (what,))
 

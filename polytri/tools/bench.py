@@ -173,7 +173,7 @@ class Row:
     times: dict[str, float | None] = field(default_factory=dict)
     """Median seconds per variant (``None``: not run, or failed)."""
     schedule: str = ""
-    """The schedule polytri's default chose (``Schedule.origin``)."""
+    """The schedule polytri's default chose (``Schedule.label``)."""
     compile_s: float | None = None
     """Seconds of ``pt.compile`` for polytri's default variant, with a fresh cache (``None``: it failed)."""
     library: str = ""
@@ -267,7 +267,7 @@ def _compile_variants(name: str, prog: Any, row: Row, threads: int,
             row.errors[variant] = _short(exc)
             continue
         if variant == "polytri":
-            row.schedule = k.schedule_info.origin
+            row.schedule = k.schedule_info.label
         prepares[variant] = partial(_prepare_compiled, k)
     if name in LIBRARY_EQUIVALENTS:
         row.library, prep = LIBRARY_EQUIVALENTS[name]

@@ -107,7 +107,7 @@ def run_demo(show_source: bool = True, bench: bool = True) -> int:
             k = pt_compile(kern.build(), target="cpu")
             args = make_args(kern, params)
             t = _median_time(k, args, 3)
-            table.row(name, _size(params), k.schedule_info.origin, f"{t * 1e3:.1f}",
+            table.row(name, _size(params), k.schedule_info.label, f"{t * 1e3:.1f}",
                       f"{kern.flops(params) / t / 1e9:.2f}")
     if show_source and shown is not None:
         note = SHOWN_NOTE if shown.program.name == SHOWN else "its loop nests"
