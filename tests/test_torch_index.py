@@ -71,3 +71,18 @@ def test_an_index_out_of_range_raises_eagers_error_and_later_calls_stay_compiled
             f(w, bad)
         torch.testing.assert_close(f(w, ids), _embedding(w, ids), rtol=0, atol=0)
 
+
+
+def test_an_index_tensor_changed_in_place_after_a_good_call_is_checked_again() -> None:
+    """The check skips an index tensor that passed and is unchanged (same object, same version counter):
+    writing into it in place between calls must bring the check back."""
+    torch._dynamo.reset()
+    w, ids = torch.randn(11, 6), torch.randint(0, 11, (3, 4))
+    f = torch.compile(_embedding, backend="polytri")
+    f(w, ids)
+    f(w, ids)   # unchanged: not read again
+    ids[1, 2] = 11
+    with pytest.raises(IndexError, match="index out of range"):
+        f(w, ids)
+    ids[1, 2] = 10
+    torch.testing.assert_close(f(w, ids), _embedding(w, ids), rtol=0, atol=0)

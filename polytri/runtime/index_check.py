@@ -41,22 +41,26 @@ class _Xp:
             return torch.as_tensor(v, dtype=torch.int64, device=self.device)
         return np.asarray(v, dtype=np.int64)
 
+    def lift(self, v: Any) -> Any:
+        """``v`` as an array: constants are Python numbers until an operation needs an array."""
+        return v if isinstance(v, np.ndarray) or hasattr(v, "device") else self.array(v)
+
     def where(self, c: Any, a: Any, b: Any) -> Any:
         if self.torch:
             import torch
-            return torch.where(c, a, b)
+            return torch.where(self.lift(c), self.lift(a), self.lift(b))
         return np.where(c, a, b)
 
     def extreme(self, func: str, a: Any, b: Any) -> Any:
         if self.torch:
             import torch
-            return (torch.minimum if func == "min" else torch.maximum)(a, b)
+            return (torch.minimum if func == "min" else torch.maximum)(self.lift(a), self.lift(b))
         return (np.minimum if func == "min" else np.maximum)(a, b)
 
     def cast(self, x: Any, dtype: str) -> Any:
         if self.torch:
             import torch
-            return x.to(getattr(torch, dtype))
+            return self.lift(x).to(getattr(torch, dtype))
         return np.asarray(x).astype(dtype)
 
 
@@ -69,7 +73,7 @@ _ARITH = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a 
 def _value(e: Expr, env: dict[str, Any], arrays: dict[str, Any], xp: _Xp) -> Any:
     """``e`` for every instance at once (integer arrays that broadcast against each other)."""
     if isinstance(e, Const):
-        return xp.array(int(e.value))
+        return int(e.value)   # a Python number: it broadcasts against numpy arrays and torch tensors
     if isinstance(e, Var):
         return env[e.name]
     if isinstance(e, Access):
@@ -126,6 +130,8 @@ class _Subscript:
     dim: int
     instances: dict[str, np.ndarray]
     extent: int
+    index_arrays: tuple[str, ...]
+    """The index arrays the subscript reads."""
 
 
 class IndexCheck:
@@ -151,7 +157,8 @@ class IndexCheck:
                     instances = _instances(st, used, program, params)
                     if instances is not None:
                         extent = evaluate(program.array(acc.array).shape[d], params)
-                        self.subscripts.append(_Subscript(st, acc, d, instances, extent))
+                        names = tuple(dict.fromkeys(r.array for r in index_reads(acc)))
+                        self.subscripts.append(_Subscript(st, acc, d, instances, extent, names))
 
     def __call__(self, arrays: dict[str, Any], scalars: dict[str, Any]) -> None:
         """Raise :class:`IndexValueError` when a subscript takes a value outside its dimension."""
@@ -162,16 +169,16 @@ class IndexCheck:
 def _check_subscript(program: Program, sub: _Subscript, params: dict[str, int], arrays: dict[str, Any],
                      scalars: dict[str, Any]) -> None:
     st, acc, d = sub.statement, sub.access, sub.dim
-    xp = _Xp(arrays[index_reads(acc)[0].array])
+    xp = _Xp(arrays[sub.index_arrays[0]])
     env = {u: xp.array(v) for u, v in sub.instances.items()}
-    env.update({p: xp.array(v) for p, v in params.items()})
-    env.update({s: xp.array(int(v)) for s, v in scalars.items() if np.issubdtype(type(v), np.integer)})
-    values = _value(acc.index[d], env, arrays, xp)
-    bad = (values < 0) | (values >= sub.extent)
-    if not bool(bad.any()):
+    env.update(params)
+    env.update({s: int(v) for s, v in scalars.items() if np.issubdtype(type(v), np.integer)})
+    values = xp.lift(_value(acc.index[d], env, arrays, xp))
+    if 0 <= int(values.min()) and int(values.max()) < sub.extent:
         return
+    bad = (values < 0) | (values >= sub.extent)
     first = int(values[bad].reshape(-1)[0])
-    names = " and ".join(f"{a!r}" for a in dict.fromkeys(r.array for r in index_reads(acc)))
+    names = " and ".join(f"{a!r}" for a in sub.index_arrays)
     raise IndexValueError(
         f"{program.name}: statement {st.name} ({st.text()}) reads {expr_to_str(acc)}: index array {names} "
         f"holds a value that makes subscript {d} equal {first}, out of range for dimension {d} of array "
