@@ -127,6 +127,7 @@ def test_a_bad_threshold_is_refused(bad) -> None:
 
 def test_the_region_cost_is_measured_once_and_kept(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("POLYTRI_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(fork_cost, "contended", lambda: False)
     fork_cost.fork_cost.cache_clear()
     cost = fork_cost.fork_cost("cc")
     assert cost.region_seconds >= 0 and cost.op_seconds > 0
@@ -141,6 +142,32 @@ def test_the_region_cost_is_measured_once_and_kept(tmp_path, monkeypatch) -> Non
     monkeypatch.setattr(fork_cost, "measure", no_measure)
     assert fork_cost.fork_cost("cc") == cost
     fork_cost.fork_cost.cache_clear()
+
+
+def test_a_cost_measured_on_a_busy_machine_is_used_but_not_kept(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("POLYTRI_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(fork_cost, "contended", lambda: True)
+    fork_cost.fork_cost.cache_clear()
+    cost = fork_cost.fork_cost("cc")
+    assert cost.region_seconds >= 0 and cost.op_seconds > 0
+    assert not (tmp_path / "cpu" / "fork_cost.json").exists()
+    fork_cost.fork_cost.cache_clear()
+
+
+def test_the_probe_stops_at_its_budget() -> None:
+    """Regions of a busy machine can take milliseconds each: the probe's 5000 regions stop at the budget."""
+    import ctypes
+    import time
+
+    from polytri.cpu_codegen.build import DEFAULT_FLAGS, build_library
+    lib = ctypes.CDLL(str(build_library(fork_cost.PROBE_SOURCE, cc="cc", flags=DEFAULT_FLAGS + ("-fopenmp",))))
+    lib.pt_probe.restype = ctypes.c_double
+    lib.pt_probe.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                             ctypes.c_double]
+    buf = (ctypes.c_double * 32768)()
+    t0 = time.perf_counter()
+    per_call = lib.pt_probe(buf, 32768, 0, 1000000, 1000, 0.05)   # a million calls of 8 us each: far over
+    assert time.perf_counter() - t0 < 1.0 and 0 < per_call < 1.0
 
 
 def test_one_thread_never_opens_a_region() -> None:

@@ -10,8 +10,9 @@ Both figures come from a probe built with the kernels' compiler and flags, at fi
 time of a region whose loop has one iteration per thread, ``t`` the time per operation of the same loop
 run on one thread over an array that stays in the L2 cache (32768 doubles, ``a[i] = a[i] * 0.5 + 1.0``:
 a load, two arithmetic operations and a store, four operations in :func:`.parallel_plan.weight`'s count).  Each is the minimum over many trials, which a busy machine can
-only make larger, never smaller.  The result is kept in polytri's cache, per compiler and core count
-(``fork_cost.json``): delete the file to measure again.
+only make larger, never smaller, and the probe stops after :data:`PROBE_BUDGET` seconds.  The result is
+kept in polytri's cache, per compiler and core count (``fork_cost.json``; delete the file to measure
+again), unless the machine was busy when it was taken (:func:`contended`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import json
 import logging
+import os
 from dataclasses import asdict, dataclass
 from functools import cache
 
@@ -49,21 +51,27 @@ static void pt_probe_body(double *restrict a, int64_t n) {
 }
 
 /* Seconds per call of the loop over n elements, as a region of `threads` threads (0: no region),
-   the minimum over `trials` trials of `reps` calls. */
-double pt_probe(double *a, int64_t n, int threads, int reps, int trials) {
+   the minimum over `trials` trials of `reps` calls; after `budget` seconds the trial in progress ends
+   with the calls it made and no other starts (a busy machine makes each region slow). */
+double pt_probe(double *a, int64_t n, int threads, int reps, int trials, double budget) {
   double best = 1e30;
+  const double start = pt_now();
   for (int k = 0; k < trials; k += 1) {
     double t0 = pt_now();
-    for (int r = 0; r < reps; r += 1) {
+    int r = 0;
+    while (r < reps) {
       if (threads > 0) {
         #pragma omp parallel num_threads(threads)
         pt_probe_body(a, n);
       } else {
         pt_probe_body(a, n);
       }
+      r += 1;
+      if (pt_now() - start > budget) break;
     }
-    double t = (pt_now() - t0) / reps;
+    double t = (pt_now() - t0) / r;
     if (t < best) best = t;
+    if (pt_now() - start > budget) break;
   }
   return best;
 }
@@ -89,17 +97,31 @@ class ForkCost:
         return MARGIN * self.region_seconds / (self.op_seconds * (1.0 - 1.0 / self.threads))
 
 
+PROBE_BUDGET = 0.1
+"""Seconds each of the probe's three measurements may take at most (about 50 ms on a quiet machine; on
+a busy one, 5000 regions took a minute before this bound)."""
+
+
+def contended() -> bool:
+    """Whether other work keeps half the cores or more busy (the load average): a measurement taken then
+    overstates a region's cost, and is used by this process without being kept."""
+    try:
+        return os.getloadavg()[0] >= usable_cores() / 2
+    except OSError:
+        return False
+
+
 def measure(cc: str) -> ForkCost:
-    """Run the probe (about 50 ms, once the probe is built)."""
+    """Run the probe (about 50 ms, once the probe is built; at most 3 x :data:`PROBE_BUDGET`)."""
     lib = ctypes.CDLL(str(build_library(PROBE_SOURCE, cc=cc, flags=DEFAULT_FLAGS + ("-fopenmp",))))
     probe = lib.pt_probe
     probe.restype = ctypes.c_double
-    probe.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    probe.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_double]
     threads = usable_cores()
     n = 32768  # 256 KiB of doubles: in L2
     buf = (ctypes.c_double * n)()
-    region = probe(buf, threads, threads, 200, 25) - probe(buf, threads, 0, 200, 25)
-    per_op = probe(buf, n, 0, 20, 25) / (n * PROBE_OPS)
+    region = probe(buf, threads, threads, 200, 25, PROBE_BUDGET) - probe(buf, threads, 0, 200, 25, PROBE_BUDGET)
+    per_op = probe(buf, n, 0, 20, 25, PROBE_BUDGET) / (n * PROBE_OPS)
     return ForkCost(threads, max(region, 0.0), max(per_op, 1e-12))
 
 
@@ -120,6 +142,10 @@ def fork_cost(cc: str) -> ForkCost:
     cost = measure(cc)
     log.info("measured a parallel region's cost: %.2f us; one operation %.3f ns; regions below %.0f "
              "operations run on one thread", cost.region_seconds * 1e6, cost.op_seconds * 1e9, cost.min_work)
+    if contended():
+        log.info("the machine is busy (load average %.1f): the region's cost is measured again by the next "
+                 "process", os.getloadavg()[0])
+        return cost
     entries = entries if isinstance(entries, dict) else {}
     entries[key] = asdict(cost)
     try:
