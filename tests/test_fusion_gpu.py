@@ -83,6 +83,7 @@ def test_products_stay_on_tl_dot(case: str) -> None:
         assert "temporary t_addmm is read only here, from registers" in kernels[0]
 
 
+@pytest.mark.slow  # 16 s in the interpreter: make fuzz
 def test_the_convolution_runs_on_tl_dot_by_output_channels_and_columns() -> None:
     """Pluto orders the convolution's parallel loops (output channels, rows, columns); reordered (rows,
     channels, columns), each step of its sum is a tl.dot of a weight tile and an input tile

@@ -101,7 +101,7 @@ def test_blur_is_one_fused_statement_and_equals_eager() -> None:
 
 
 @pytest.mark.interp
-@pytest.mark.parametrize("case", ["mlp", "transformer", "blur"])
+@pytest.mark.parametrize("case", ["mlp", pytest.param("transformer", marks=pytest.mark.slow), "blur"])  # 17 s
 def test_models_on_the_nvgpu_target_through_the_interpreter(case: str) -> None:
     fn: Any
     if case == "mlp":

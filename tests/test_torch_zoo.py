@@ -30,8 +30,8 @@ def test_zoo_model_runs_in_polytri_kernels_and_equals_eager(name: str) -> None:
         torch.testing.assert_close(pt.jit(model)(x), expected, rtol=1e-3, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", sorted(ZOO))
-def test_zoo_model_in_bfloat16_is_as_close_to_float32_as_eager(name: str) -> None:
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "mobilenet" else n for n in sorted(ZOO)])
+def test_zoo_model_in_bfloat16_is_as_close_to_float32_as_eager(name: str) -> None:  # mobilenet: make fuzz (27 s)
     model, x = build(name)
     with torch.no_grad():
         reference = model(x).double()
