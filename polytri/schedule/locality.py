@@ -21,12 +21,13 @@ the Pluto schedule has more of them (``compiler._locality_loss``).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import NamedTuple
 
 import islpy as isl
-import sympy
 
 from ..ir.affine import linear
 from ..ir.expr import Access
@@ -37,21 +38,43 @@ from .int_rank import int_rank
 log = logging.getLogger("polytri.schedule")
 
 
-def _direction(rows: list[tuple[int, ...]], pos: int) -> list[sympy.Rational] | None:
+@functools.lru_cache(maxsize=4096)
+def _inverse(h: tuple[tuple[int, ...], ...]) -> tuple[tuple[Fraction, ...], ...] | None:
+    """The exact inverse of the square integer matrix ``h`` (Gauss-Jordan over the rationals), or ``None``
+    when ``h`` is not square or singular.  Scheduling a transformer block asked for some hundred of
+    these; sympy's took about a fifth of its scheduling time."""
+    n = len(h)
+    if any(len(r) != n for r in h):
+        return None
+    a = [[Fraction(v) for v in r] + [Fraction(int(j == k)) for j in range(n)] for k, r in enumerate(h)]
+    for c in range(n):
+        p = next((r for r in range(c, n) if a[r][c] != 0), None)
+        if p is None:
+            return None
+        a[c], a[p] = a[p], a[c]
+        pivot = a[c][c]
+        a[c] = [v / pivot for v in a[c]]
+        for r in range(n):
+            if r != c and a[r][c] != 0:
+                f = a[r][c]
+                a[r] = [x - f * y for x, y in zip(a[r], a[c])]
+    return tuple(tuple(r[n:]) for r in a)
+
+
+def _direction(rows: list[tuple[int, ...]], pos: int) -> list[Fraction] | None:
     """Iterator motion when time dimension ``pos`` of ``rows`` advances by one and the others stay (rows of
     zeros, dimensions along which the statement does not move, are left out)."""
     live = [k for k, r in enumerate(rows) if any(r)]
     if pos not in live:
         return None
-    h = sympy.Matrix([rows[k] for k in live])
-    if h.rows != h.cols or h.det() == 0:
+    inverse = _inverse(tuple(tuple(rows[k]) for k in live))
+    if inverse is None:
         return None
-    e = sympy.zeros(h.rows, 1)
-    e[live.index(pos)] = 1
-    return list(h.LUsolve(e))
+    col = live.index(pos)
+    return [r[col] for r in inverse]
 
 
-def _access_score(st: Statement, d: list[sympy.Rational]) -> tuple[int, int]:
+def _access_score(st: Statement, d: list[Fraction]) -> tuple[int, int]:
     """(score, number of stride-1 accesses) of ``st``'s accesses along direction ``d``."""
     score = stride1 = 0
     for acc in (st.target, *st.reads):
@@ -67,20 +90,20 @@ def _access_score(st: Statement, d: list[sympy.Rational]) -> tuple[int, int]:
     return score, stride1
 
 
-def _moves(st: Statement, acc: Access, d: list[sympy.Rational]) -> list[sympy.Rational] | None:
+def _moves(st: Statement, acc: Access, d: list[Fraction]) -> list[Fraction] | None:
     """How far each subscript of ``acc`` (in ``st``) moves per step along direction ``d``, or ``None``
     when a subscript is not affine."""
-    moves: list[sympy.Rational] = []
+    moves: list[Fraction] = []
     for sub in acc.index:
         form = linear(sub)
         if form is None:
             return None
         coeffs, _ = form
-        moves.append(sum(coeffs.get(it, 0) * d[k] for k, it in enumerate(st.iterators)))
+        moves.append(sum((coeffs.get(it, 0) * d[k] for k, it in enumerate(st.iterators)), Fraction(0)))
     return moves
 
 
-def _motion(moves: Sequence[sympy.Rational]) -> str:
+def _motion(moves: Sequence[Fraction]) -> str:
     """How an access that moves by ``moves`` (per subscript) per step walks memory: ``invariant``,
     ``stride-1`` (one element along the last, contiguous subscript) or ``strided`` (a new cache line
     each step)."""
@@ -113,7 +136,7 @@ def innermost_scores(program: Program, loop_rows: dict[str, list[tuple[int, ...]
 #: One time dimension of one statement: its iterator coefficients and its constant.
 TimeRow = tuple[tuple[int, ...], int]
 #: A strided stream: (the innermost loop, the array, the subscripts as linear functions of time).
-StreamKey = tuple[tuple[int | None, ...], str, tuple[tuple[sympy.Rational, ...], ...]]
+StreamKey = tuple[tuple[int | None, ...], str, tuple[tuple[Fraction, ...], ...]]
 
 
 def statement_times(schedule: isl.UnionMap, program: Program) -> dict[str, list[TimeRow]]:
@@ -180,7 +203,9 @@ def strided_streams(program: Program, schedule: isl.UnionMap) -> dict[StreamKey,
         dims = loop_dimensions(times)
         if len(dims) != len(st.iterators):
             continue
-        inverse = sympy.Matrix([times[d][0] for d in dims]).inv()
+        inverse = _inverse(tuple(tuple(times[d][0]) for d in dims))
+        if inverse is None:
+            continue
         # the innermost loop: the scalar values and which dimensions loop, up to the innermost one
         loop = tuple(None if any(coeffs) else const for coeffs, const in times[:dims[-1] + 1])
         for acc in (st.target, *st.reads):
@@ -200,7 +225,7 @@ def dominant_streams(streams: Sequence[Stream], depth: int) -> list[str]:
 
 
 def _of_time(st: Statement, acc: Access,
-             inverse: sympy.Matrix) -> tuple[tuple[sympy.Rational, ...], ...] | None:
+             inverse: tuple[tuple[Fraction, ...], ...]) -> tuple[tuple[Fraction, ...], ...] | None:
     """Each subscript of ``acc`` as coefficients of the statement's loop dimensions (``L H^-1``), or
     ``None`` for a subscript that is not affine."""
     rows = []
@@ -208,6 +233,7 @@ def _of_time(st: Statement, acc: Access,
         form = linear(sub)
         if form is None:
             return None
-        row = sympy.Matrix([[form[0].get(it, 0) for it in st.iterators]]) * inverse
-        rows.append(tuple(row))
+        coeffs = [form[0].get(it, 0) for it in st.iterators]
+        rows.append(tuple(sum((c * inverse[i][j] for i, c in enumerate(coeffs)), Fraction(0))
+                          for j in range(len(inverse))))
     return tuple(rows)
