@@ -80,7 +80,7 @@ def _candidates(program: Program, deps: Dependences, rows: list[Row], dims: list
     out = []
     for dim in dims:
         trial = _moved_innermost(rows, dim, dims[-1], group)
-        par = loops_are_parallel(union_map(program, trial), deps, dims, group)
+        par = loops_are_parallel(union_map(program, trial, group), deps, dims, group)
         score, stride1 = scores[loop_index[dim]]
         out.append(_Candidate(dim, trial, par[dims[-1]] and stride1 > 0, score,
                               next((d for d in dims if par[d]), None)))

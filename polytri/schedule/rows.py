@@ -29,10 +29,12 @@ class Row:
         return f"{s} + {k}" if k > 0 else (f"{s} - {-k}" if k < 0 else s)
 
 
-def union_map(program: Program, rows: list[Row]) -> isl.UnionMap:
-    """The rows as one union map over the statements' domains."""
+def union_map(program: Program, rows: list[Row], only: frozenset[str] | None = None) -> isl.UnionMap:
+    """The rows as one union map over the statements' domains (those named in ``only``, if given)."""
     union = isl.UnionMap.empty(program.context.get_space())
     for st in program.statements:
+        if only is not None and st.name not in only:
+            continue
         dims = [r.text(st.name, st.iterators) for r in rows]
         m = isl.Map(f"{params_prefix(program.params)}{{ {st.name}[{', '.join(st.iterators)}] -> [{', '.join(dims)}] }}")
         union = union.union(isl.UnionMap.from_map(m.intersect_domain(st.domain)))
