@@ -12,6 +12,7 @@ program's parameter context.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,9 +38,10 @@ class Dependences:
     output: isl.UnionMap
     """Write-after-write, memory-based."""
 
-    @property
+    @functools.cached_property
     def all(self) -> isl.UnionMap:
-        """Every dependence, of all three kinds."""
+        """Every dependence, of all three kinds (computed once: scheduling one transformer block asked
+        for it some fifty times)."""
         return self.flow.union(self.anti).union(self.output).coalesce()
 
     def __str__(self) -> str:
