@@ -131,8 +131,6 @@ def find_repeats(graph: fx.Graph, min_period: int = 2) -> Repeats:
     return Repeats(nodes, tuple(sorted(regions, key=lambda r: r.start)), {n: k for k, n in enumerate(nodes)})
 
 
-
-
 def repeated_cuts(repeats: Repeats, lowering: SegmentLowering, node: fx.Node,
                   limit: int) -> tuple[Decision, dict[fx.Node, Decision]]:
     """The record of a cut before ``node`` (where ``lowering``'s segment is cut in two) and the cuts at
