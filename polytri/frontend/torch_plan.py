@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import operator
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ import torch.fx as fx
 
 from ..errors import PolytriError
 from ..ir.builder import ProgramBuilder
+from ..pipeline.decisions import Decision
 from . import (  # noqa: F401 (handlers)
     torch_ops_conv,
     torch_ops_index,
@@ -39,6 +41,7 @@ from .torch_lower import (
     tensor_meta,
 )
 from .torch_options import TorchOptions
+from .torch_repeat import find_repeats, repeated_cuts
 from .torch_symbolic import symbol_of
 from .torch_values import LoweringError
 
@@ -81,7 +84,7 @@ def _is_host(node: fx.Node) -> bool:
 MAX_STATEMENTS = 16
 
 
-def _cut(graph: fx.Graph, eager: set[fx.Node], splits: set[fx.Node]) -> list[Step]:
+def _cut(graph: fx.Graph, eager: set[fx.Node], splits: Collection[fx.Node]) -> list[Step]:
     steps: list[Step] = []
     hoisted: list[Step] = []
     current: list[fx.Node] = []
@@ -154,7 +157,8 @@ def plan_graph(gm: fx.GraphModule, options: TorchOptions) -> Plan:
     if _sink_input_work(graph):
         gm.recompile()  # the code (and the programs' names, from its hash) follows the new order
     eager: set[fx.Node] = set()
-    splits: set[fx.Node] = set()
+    splits: dict[fx.Node, Decision] = {}
+    repeats = find_repeats(graph)
     declined: dict[str, str] = {}
     users = node_users(graph)
     params = _param_sources(graph)
@@ -173,21 +177,31 @@ def plan_graph(gm: fx.GraphModule, options: TorchOptions) -> Plan:
                 _lower_segment(lowering)
                 cut = _split_point(lowering)
                 if cut is not None:
-                    raise _Split(cut)
+                    raise _Split(cut, *repeated_cuts(repeats, lowering, cut, MAX_STATEMENTS))
                 missing = sorted(set(lowering.params) - set(params))
                 if missing:
                     raise LoweringError(f"dynamic size(s) {', '.join(missing)} are not carried by any input")
             break
         except _Split as sp:
-            splits.add(sp.node)
+            splits[sp.node] = sp.record
+            for image, record in sp.images.items():  # repeated blocks are cut alike: they share kernels
+                splits.setdefault(image, record)
         except _NodeFailure as exc:
             eager.add(exc.node)
             declined[exc.node.name] = str(exc.cause)
             log.debug("%s (%s) runs in eager: %s", exc.node.name, op_name(exc.node), exc.cause)
     else:  # pragma: no cover - each round moves one node to eager
         raise LoweringError("planning did not converge")
+    _record_cuts(steps, splits)
     fallback = [s.node for s in steps if s.node is not None and not _is_host(s.node)]
     return Plan(steps, fallback, params, declined)
+
+
+def _record_cuts(steps: list[Step], cuts: dict[fx.Node, Decision]) -> None:
+    """File the cut that starts each segment first among its decisions (``explain()`` lists them)."""
+    for step in steps:
+        if step.segment is not None and step.segment.nodes[0] in cuts:
+            step.segment.decisions.insert(0, cuts[step.segment.nodes[0]])
 
 
 def _sink_input_work(graph: fx.Graph) -> bool:
@@ -212,9 +226,11 @@ def _sink_input_work(graph: fx.Graph) -> bool:
 
 
 class _Split(Exception):
-    def __init__(self, node: fx.Node):
+    def __init__(self, node: fx.Node, record: Decision, images: dict[fx.Node, Decision]):
         super().__init__(node.name)
         self.node = node
+        self.record = record
+        self.images = images
 
 
 def _split_point(lowering: SegmentLowering) -> fx.Node | None:
