@@ -110,39 +110,6 @@ def test_auto_keeps_pluto_where_its_innermost_loops_are_no_worse(name):
     assert not any(d.data.get("reason") == "locality-lost" for d in k.decision_records)
 
 
-def test_a_strided_walk_in_a_shallower_statement_does_not_cost_pluto_its_fusion():
-    """A product of 4 rows summed in 64 vector lanes (the torch lowering of a linear layer on a batch of
-    4): the sum of the folded lanes walks the 4 rows across the lanes (strided), 3 loops deep, while the sums
-    run 4 loops deep with no strided walk in either order.  Pluto's schedule, which fuses the columns'
-    loop so that each column's lanes stay in cache, is kept."""
-    p = pt.Program("rows4", params=[])
-    p.array("W", (64, 128), "float32")
-    p.array("x", (4, 128), "float32")
-    p.array("lanes", (64, 4, 64), "float32")
-    p.array("out", (64, 4), "float32")
-    with p.loop("j", 0, 64), p.loop("i", 0, 4), p.loop("l", 0, 64):
-        p.assign("lanes[j, i, l] = 0")
-    with p.loop("j", 0, 64), p.loop("i", 0, 4), p.loop("r", 0, 2), p.loop("l", 0, 64):
-        p.assign("lanes[j, i, l] += W[j, 64 * r + l] * x[i, 64 * r + l]")
-    with p.loop("j", 0, 64), p.loop("i", 0, 4):
-        p.assign("out[j, i] = 0")
-    with p.loop("j", 0, 64), p.loop("i", 0, 4), p.loop("l", 0, 16):
-        p.assign("lanes[j, i, l] = lanes[j, i, l] + lanes[j, i, l + 16] + (lanes[j, i, l + 32] + lanes[j, i, l + 48])")
-    with p.loop("j", 0, 64), p.loop("i", 0, 4), p.loop("l", 0, 16):
-        p.assign("out[j, i] += lanes[j, i, l]")
-    k = pt.compile(p, options={"fuse": "outer"})
-    assert k.schedule_info.origin == "pluto", k.explain()
-    assert not any(d.kind == "original-order" for d in k.decision_records)
-    rng = np.random.default_rng(0)
-    args = {"W": rng.standard_normal((64, 128)).astype(np.float32),
-            "x": rng.standard_normal((4, 128)).astype(np.float32),
-            "lanes": np.zeros((64, 4, 64), np.float32), "out": np.zeros((64, 4), np.float32)}
-    want = {n: v.copy() for n, v in args.items()}
-    pt.reference(p, **want)
-    k(**args)
-    np.testing.assert_array_equal(args["out"], want["out"])
-
-
 def test_fused_statements_walking_the_same_lines_count_once():
     # gemver: Pluto fuses A[i, j] += ... (on (j, i)) with x[i] += A[j, i] * y[j] (on (i, j)): one column walk
     # of A shared by both, as the input order's single column walk in S1

@@ -296,14 +296,11 @@ def _locality_loss(prog: Program, pluto: Schedule, original: Schedule) -> Reason
     first on ``(j, i)``, a column walk of ``A`` that loads a cache line per element (3x slower than the
     naive row walk here, which two cores of parallelism cannot repay).  Clearly worse means more strided
     streams (``locality.strided_streams``: accesses shared by fused statements count once) in the deepest
-    statements of the program, whose ``n^depth`` iterations dominate the cost: a strided walk in a
-    shallower statement does not weigh against them (a matrix product of 4 rows summed in vector lanes,
-    whose fold of the lanes walks 4 rows across, keeps Pluto's fused loop over the columns, in which
-    each column's lanes stay in cache).  Code ``locality-lost``;
+    statements that have any, whose ``n^depth`` iterations dominate the cost.  Code ``locality-lost``;
     ``data``: the ``depth``, the ``strided`` streams of Pluto's schedule and those of the ``original``."""
     ours = list(strided_streams(prog, pluto.map).values())
     theirs = list(strided_streams(prog, original.map).values())
-    depth = max((len(st.iterators) for st in prog.statements), default=0)
+    depth = max((s.depth for s in ours + theirs), default=0)
     worse, before = dominant_streams(ours, depth), dominant_streams(theirs, depth)
     if len(worse) <= len(before):
         return None
