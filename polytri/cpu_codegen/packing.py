@@ -343,7 +343,7 @@ class _NestPrinter:
             self.out(6, "}")
 
     def square_transposes(self, kb: int, renv: Env) -> None:
-        """Where :func:`.transpose.transpose_lanes` allows it, a whole block of the right panel (``NR``
+        """Where :func:`.contraction_model.transpose_lanes` allows it, a whole block of the right panel (``NR``
         columns by ``kb`` values of ``k``) moved in squares (:mod:`.transpose`): the addresses of ``R`` at
         the square's corner and one column and one ``k`` further give its strides; ragged blocks fall
         through to the element loop that follows (after ``else``)."""

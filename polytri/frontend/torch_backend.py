@@ -20,8 +20,9 @@ import torch
 import torch.fx as fx
 
 from ..errors import OptionError, PolytriError
+from .torch_lower import describe_value
 from .torch_options import TorchOptions, check_options, default_target
-from .torch_plan import describe_value, fallback_ops, graph_hash, plan_graph
+from .torch_plan import fallback_ops, graph_hash, plan_graph
 from .torch_runtime import CompiledGraph, KernelInfo
 
 log = logging.getLogger("polytri.torch")

@@ -73,6 +73,15 @@ def op_name(node: fx.Node) -> str:
     return getattr(t, "__name__", str(t))
 
 
+def describe_value(v: Any) -> Any:
+    """A hashable description of a runtime or fake value (cache keys, repeated blocks)."""
+    if isinstance(v, torch.Tensor):
+        return ("T", tuple(str(s) for s in v.shape), str(v.dtype), tuple(str(s) for s in v.stride()), v.device.type)
+    if isinstance(v, torch.SymInt):
+        return ("S", str(v))
+    return ("V", repr(v))
+
+
 def tensor_meta(node: Any) -> torch.Tensor | None:
     """The fake tensor of a node's value (``None`` for non-tensor values)."""
     if not isinstance(node, fx.Node):

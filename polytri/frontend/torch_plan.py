@@ -12,7 +12,6 @@ import logging
 import operator
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 import torch.fx as fx
@@ -296,11 +295,3 @@ def fallback_ops(plan: Plan) -> list[str]:
             seen.append(name)
     return seen
 
-
-def describe_value(v: Any) -> Any:
-    """A hashable description of a runtime or fake value (cache keys)."""
-    if isinstance(v, torch.Tensor):
-        return ("T", tuple(str(s) for s in v.shape), str(v.dtype), tuple(str(s) for s in v.stride()), v.device.type)
-    if isinstance(v, torch.SymInt):
-        return ("S", str(v))
-    return ("V", repr(v))

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 import torch.fx as fx
 
 from ..pipeline.decisions import Decision
-from .torch_lower import SegmentLowering, op_name
+from .torch_lower import SegmentLowering, describe_value, op_name
 
 log = logging.getLogger("polytri.torch")
 
@@ -74,11 +73,10 @@ class Repeats:
 
 
 def _describe(v: Any) -> Any:
-    if isinstance(v, torch.Tensor):
-        return ("T", tuple(str(s) for s in v.shape), str(v.dtype))
+    """:func:`.torch_lower.describe_value` of a value or of each of a node's several values."""
     if isinstance(v, (tuple, list)):
         return tuple(_describe(x) for x in v)
-    return ("V", repr(v))
+    return describe_value(v)
 
 
 def _signature(node: fx.Node) -> Any:

@@ -151,8 +151,9 @@ class IndexCheck:
                 for d in indirect_dims(acc):
                     if (st.name, acc, d) in seen:
                         continue
+                    if not seen:
+                        check_index_arrays(program)   # once, where the program has an indirect subscript
                     seen.add((st.name, acc, d))
-                    check_index_arrays(program)
                     used = [it for it in st.iterators if it in var_names(acc.index[d], "iter")]
                     instances = _instances(st, used, program, params)
                     if instances is not None:

@@ -42,7 +42,7 @@ log = logging.getLogger("polytri.schedule")
 def _inverse(h: tuple[tuple[int, ...], ...]) -> tuple[tuple[Fraction, ...], ...] | None:
     """The exact inverse of the square integer matrix ``h`` (Gauss-Jordan over the rationals), or ``None``
     when ``h`` is not square or singular.  Scheduling a transformer block asked for some hundred of
-    these; sympy's took about a fifth of its scheduling time."""
+    these; sympy's took about a fifth of its scheduling time (cProfile, busy machine: a share, not a timing)."""
     n = len(h)
     if any(len(r) != n for r in h):
         return None
