@@ -14,12 +14,13 @@ from polytri.cpu_codegen import fork_cost
 from polytri.cpu_codegen.parallel_plan import MIN_WORK, weight
 from polytri.errors import OptionError
 from polytri.ir.builder import to_program
+from polytri.ir.expr import Binary, Call, Const, Expr, Var
 from polytri.runtime import cpu_share
 from polytri.runtime.cpu_share import CpuShare, StatSample
 from polytri.schedule.choose import choose_schedule
 from polytri.schedule.dependences import compute_dependences
 from polytri.schedule.loop_ast import For, If, Node, walk
-from polytri.schedule.loop_work import loop_work
+from polytri.schedule.loop_work import constant_bound, loop_work
 from polytri.suite import KERNELS, copy_args, make_args
 
 
@@ -254,3 +255,37 @@ def test_a_region_over_few_iterations_needs_more_work(work: float, trips: float,
     lib.region_pays.restype = ctypes.c_int
     lib.region_pays.argtypes = [ctypes.c_double, ctypes.c_double, ctypes.c_int, ctypes.c_double]
     assert lib.region_pays(work, trips, threads, 1e3) == want
+
+
+@pytest.mark.parametrize("name, want", [
+    ("cholesky", {"dynamic"}),   # a wavefront of tiles whose k range grows with the column tile
+    ("syrk", {"dynamic"}),       # the rows of a triangle
+    ("gemm", {"static"}),        # tiles of equal work (a partial tile at the edge does not count)
+    ("jacobi_2d", {"static"}),
+])
+def test_iterations_of_unequal_work_are_handed_out_one_at_a_time(name: str, want: set[str]) -> None:
+    prog = to_program(KERNELS[name].build())
+    k = pt.compile(prog, options={"threads": 2, "min_parallel_work": 0})
+    regions = [d for d in k.decision_records if d.kind.startswith("region")]
+    assert regions and {d.data["split"] for d in regions} == want
+    assert ("schedule(dynamic, 1)" in k.source) == ("dynamic" in want)
+    params = KERNELS[name].small
+    ref = copy_args(make_args(KERNELS[name], params, seed=3))
+    pt.reference(prog, **ref)
+    got = _run(k, name, params)
+    for a in prog.arrays:
+        np.testing.assert_allclose(got[a.name], ref[a.name], rtol=1e-10, err_msg=a.name)
+
+
+_N, _T = Var("N", "param"), Var("t", "iter")
+
+
+@pytest.mark.parametrize("expr, want", [
+    (Call("min", (Binary("-", _N, Binary("*", Const(32), _T)), Const(32))), 32),
+    (Call("max", (Const(0), Binary("+", Call("min", (Const(31), Binary("-", _N, _T))), Const(1)))), 32),
+    (Binary("//", _T, Const(16)), None),
+    (Call("max", (_N, Const(4))), None),
+    (Call("min", (Call("min", (_N, Const(8))), Binary("*", Const(3), _T))), 8),
+])
+def test_a_constant_bound_is_read_off_the_min_max_form(expr: Expr, want: int | None) -> None:
+    assert constant_bound(expr) == want

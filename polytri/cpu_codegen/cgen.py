@@ -328,7 +328,7 @@ class _Printer:
         simd = " simd" if self.opts.simd and n.innermost else ""
 
         def body(inner: _Printer) -> None:
-            inner.emit(1, f"#pragma omp for{simd} schedule(static)")
+            inner.emit(1, f"#pragma omp for{simd} {choice.pragma_schedule}")
             inner.plain_loop(n, 1, in_parallel=True, local=local)
 
         def serial(d: int) -> None:

@@ -8,6 +8,11 @@ smallest work worth a region on this machine (:mod:`.fork_cost`), an argument of
 thresholds); below it, or when one thread is asked for, the calling thread runs the same loop, printed
 inline (a contraction nest calls its outlined function, whose orphaned ``omp for`` binds to a team of
 one).  A loop whose bound cannot be expressed (bounds outside the affine forms) always opens its region.
+
+A loop whose iterations run unequal work (a loop inside whose trip count grows with the parallel counter,
+with no constant bound: the rows of a triangle, the tiles of a wavefront) hands its iterations out one at
+a time as threads finish (``schedule(dynamic, 1)``); the others split them into equal blocks
+(``schedule(static)``), which keeps each thread on the same data from one region to the next.
 """
 
 from __future__ import annotations
@@ -15,15 +20,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..ir.expr import Access, Binary, Call, Expr, Unary, children
+from ..ir.expr import Access, Binary, Call, Expr, Unary, children, var_names
 from ..ir.program import Program, Statement
 from ..ir.reduction import is_nan_extreme, nan_select
 from ..pipeline.decisions import Decision
 from ..schedule.loop_ast import For, Run, walk
-from ..schedule.loop_work import Work, loop_work, trip_count
+from ..schedule.loop_work import Work, constant_bound, loop_work, trip_count
 from .cexpr import index_expr
 
 Verdict = Literal["parallel", "runtime"]
+Split = Literal["static", "dynamic"]
+"""How the iterations are handed to the threads: equal blocks, or one at a time as threads finish."""
 """``parallel``: the region always opens; ``runtime``: it opens when its work reaches the threshold."""
 MIN_WORK = "pt__min_parallel_work"
 """The generated function's argument holding the threshold."""
@@ -62,6 +69,13 @@ class RegionChoice:
     trips: Expr | None = None
     """An upper bound of the loop's trip count (in the parameters and the counters outside), or ``None``:
     a region over fewer iterations than threads leaves threads idle."""
+    split: Split = "static"
+    """``dynamic`` when the work of an iteration grows or shrinks with the counter (see the module's text)."""
+
+    @property
+    def pragma_schedule(self) -> str:
+        """The ``schedule`` clause of the loop's ``omp for``."""
+        return "schedule(dynamic, 1)" if self.split == "dynamic" else "schedule(static)"
 
     def condition(self) -> str:
         """C text of the test that opens the region: enough work (tested first: the common, cheap
@@ -93,6 +107,8 @@ class RegionChoice:
     def decision(self, min_work: float) -> Decision:
         """The record of this choice, the region's threshold being ``min_work`` operations."""
         where = f"loop {self.loop} ({', '.join(self.statements)})"
+        if self.split == "dynamic":
+            where += ", iterations of unequal work handed out one at a time"
         value = self.work.value()
         if self.verdict == "parallel":
             text = f"{where}: an OpenMP region (its work has no affine bound)"
@@ -101,7 +117,8 @@ class RegionChoice:
                 return Decision("codegen", f"region-{self.verdict}", self.loop,
                                 f"{where}: an OpenMP region when its loop has two iterations or more (its work "
                                 f"bound is too long an expression to test)",
-                                {"min_work": min_work, "work": value, "statements": self.statements})
+                                {"min_work": min_work, "work": value, "statements": self.statements,
+                                 "split": self.split})
             split = (", less what its iterations split unevenly over the threads leave idle"
                      if self.trips is not None else "")
             text = (f"{where}: an OpenMP region when its work, a function of the sizes, reaches {min_work:.3g} "
@@ -110,7 +127,7 @@ class RegionChoice:
             verb = "an OpenMP region" if value >= min_work else "runs on one thread"
             text = f"{where}: {verb}, {value:.3g} operations per run, {min_work:.3g} needed for a region"
         return Decision("codegen", f"region-{self.verdict}", self.loop, text,
-                        {"min_work": min_work, "work": value, "statements": self.statements})
+                        {"min_work": min_work, "work": value, "statements": self.statements, "split": self.split})
 
 
 def choose_region(loop: For, program: Program, tested: bool = True) -> RegionChoice:
@@ -120,7 +137,18 @@ def choose_region(loop: For, program: Program, tested: bool = True) -> RegionCho
     work = loop_work(loop, weights.__getitem__)
     verdict: Verdict = "runtime" if tested and work.terms is not None else "parallel"
     trip = trip_count(loop, {})
-    return RegionChoice(loop.var, stmts, work, verdict, None if trip is None else trip[0])
+    split: Split = "dynamic" if _uneven(loop, weights) else "static"
+    return RegionChoice(loop.var, stmts, work, verdict, None if trip is None else trip[0], split)
+
+
+def _uneven(loop: For, weights: dict[str, int]) -> bool:
+    """Whether the work of one iteration of ``loop`` grows or shrinks with its counter without a constant
+    bound: a loop inside whose trip count depends on the counter and has no constant upper bound (a
+    partial tile at the edge does not count)."""
+    body = loop_work(loop.body, weights.__getitem__)
+    return body.terms is not None and any(
+        loop.var in var_names(trip, "iter") and constant_bound(trip) is None
+        for t in body.terms for trip in t.trips)
 
 
 __all__ = ["MIN_WORK", "RegionChoice", "choose_region", "weight"]

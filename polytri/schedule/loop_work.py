@@ -224,6 +224,20 @@ def form_expr(f: Form) -> Expr:
     return Const(f.constant) if out is None else _add(out, Const(f.constant))
 
 
+def constant_bound(e: Expr) -> int | None:
+    """A constant upper bound of ``e`` read off its normal form (a ``min`` is at most either side, a
+    ``max`` at most the larger of both), or ``None``: ``min(N - 32 t, 32)`` is at most 32, ``t // 16`` has
+    none."""
+    def bound(f: Form) -> int | None:
+        if isinstance(f, Linear):
+            return None if f.terms else f.constant
+        a, b = bound(f.a), bound(f.b)
+        if f.op == "min":
+            return b if a is None else a if b is None else min(a, b)
+        return None if a is None or b is None else max(a, b)
+    return bound(normal_form(e))
+
+
 def trip_count(loop: For, ranges: Mapping[str, Range]) -> tuple[Expr, Range] | None:
     """An upper bound of ``loop``'s trip count, and its counter's range.  The count ``upper - lower`` is
     put in normal form before the counters of loops inside the subtree take their ranges, so that a
@@ -268,4 +282,4 @@ def loop_work(n: Node, weight: Callable[[str], int]) -> Work:
     return Work(None if terms is None else tuple(terms))
 
 
-__all__ = ["Term", "Work", "expr_range", "loop_work", "trip_count"]
+__all__ = ["Term", "Work", "constant_bound", "expr_range", "loop_work", "trip_count"]
