@@ -26,7 +26,7 @@ from .contraction_model import Contraction, few_columns, transpose_lanes
 from .dot_product import dot_product
 from .microkernel import micro_kernel
 from .packing import contraction_lines
-from .parallel_plan import MIN_WORK, RegionChoice, choose_region
+from .parallel_plan import MIN_WORK, RegionChoice, Split, choose_region
 from .prelude import prelude
 from .private import local_name, private_arrays
 from .transpose import transpose_kernel
@@ -241,7 +241,8 @@ class _Printer:
                 contraction = replace(contraction, epilogue=epilogue[0], epilogue_at=epilogue[1])
             self.contractions.append(contraction)
             if self.opts.openmp and not in_parallel:
-                choice = self.region_choice(n)
+                # the packing code splits its own panels statically (contraction.py)
+                choice = self.region_choice(n, split="static")
                 self.outline(depth, lambda inner: inner.contraction(contraction, 1, threads=True), choice)
             else:
                 self.contraction(contraction, depth, threads=False)
@@ -317,9 +318,12 @@ class _Printer:
         self.private = outer
         self.emit(depth, "}")
 
-    def region_choice(self, n: For) -> RegionChoice:
-        """Whether the parallel loop ``n`` opens a region (see :mod:`.parallel_plan`); recorded."""
+    def region_choice(self, n: For, split: Split | None = None) -> RegionChoice:
+        """Whether the parallel loop ``n`` opens a region (see :mod:`.parallel_plan`), its iterations
+        handed out as ``split`` says (default: as the loop's work says); recorded."""
         choice = choose_region(n, self.p, self.opts.region_tests)
+        if split is not None:
+            choice = replace(choice, split=split)
         self.regions.append(choice)
         return choice
 

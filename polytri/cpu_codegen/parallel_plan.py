@@ -151,4 +151,4 @@ def _uneven(loop: For, weights: dict[str, int]) -> bool:
         for t in body.terms for trip in t.trips)
 
 
-__all__ = ["MIN_WORK", "RegionChoice", "choose_region", "weight"]
+__all__ = ["MIN_WORK", "RegionChoice", "Split", "choose_region", "weight"]
