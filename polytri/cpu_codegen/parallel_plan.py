@@ -81,7 +81,8 @@ class RegionChoice:
         """C text of the test that opens the region: enough work (tested first: the common, cheap
         refusal), over enough iterations (``pt__region_pays``).  A work bound whose text outgrows
         :data:`MAX_BOUND_CHARS` (the bounds of loops split around guards inside time tiles, substituted
-        into one another) is not printed: such a region opens whenever its loop has two iterations."""
+        into one another), even loosened (:func:`choose_region`), is not printed: such a region opens
+        whenever its loop has two iterations."""
         if self.trips is None:
             return f"pt__threads > 1 && {self.work_text()} >= {MIN_WORK}"
         trips = index_expr(self.trips).text
@@ -93,16 +94,11 @@ class RegionChoice:
 
     def bound_too_long(self) -> bool:
         """Whether the work bound's C text is too long to print in the region's test."""
-        return self.work.terms is not None and len(self.work_text()) > MAX_BOUND_CHARS
+        return _too_long(self.work)
 
     def work_text(self) -> str:
         """C text of the work bound (in ``double``)."""
-        assert self.work.terms is not None
-        terms = []
-        for t in self.work.terms:
-            trips = "".join(f" * (double)({index_expr(e).text})" for e in t.trips)
-            terms.append(f"{t.weight}.0{trips}")
-        return f"({' + '.join(terms)})"
+        return _work_text(self.work)
 
     def decision(self, min_work: float) -> Decision:
         """The record of this choice, the region's threshold being ``min_work`` operations."""
@@ -130,11 +126,28 @@ class RegionChoice:
                         {"min_work": min_work, "work": value, "statements": self.statements, "split": self.split})
 
 
+def _work_text(work: Work) -> str:
+    """C text of a work bound (in ``double``)."""
+    assert work.terms is not None
+    terms = []
+    for t in work.terms:
+        trips = "".join(f" * (double)({index_expr(e).text})" for e in t.trips)
+        terms.append(f"{t.weight}.0{trips}")
+    return f"({' + '.join(terms)})"
+
+
+def _too_long(work: Work) -> bool:
+    return work.terms is not None and len(_work_text(work)) > MAX_BOUND_CHARS
+
+
 def choose_region(loop: For, program: Program, tested: bool = True) -> RegionChoice:
-    """The choice for the parallel loop ``loop`` (``tested`` false: every region opens)."""
+    """The choice for the parallel loop ``loop`` (``tested`` false: every region opens).  A work bound
+    too long to print is loosened first (:meth:`Work.loosened`: the point loops of tiles counted whole)."""
     stmts = tuple(dict.fromkeys(r.statement for r in walk(loop) if isinstance(r, Run)))
     weights = {s: weight(program.statement(s)) for s in stmts}
     work = loop_work(loop, weights.__getitem__)
+    if _too_long(work):
+        work = work.loosened()
     verdict: Verdict = "runtime" if tested and work.terms is not None else "parallel"
     trip = trip_count(loop, {})
     split: Split = "dynamic" if _uneven(loop, weights) else "static"

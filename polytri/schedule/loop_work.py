@@ -53,6 +53,17 @@ class Work:
             total += t.weight * math.prod(float(v) for v in trips)
         return total
 
+    def loosened(self) -> Work:
+        """A shorter bound, never smaller: each trip count with a constant upper bound (a tile's point
+        loop) replaced by that constant (:func:`constant_bound`), and terms of equal trip counts summed."""
+        if self.terms is None:
+            return self
+        merged: dict[tuple[Expr, ...], int] = {}
+        for t in self.terms:
+            trips = tuple(e if (b := constant_bound(e)) is None else Const(b) for e in t.trips)
+            merged[trips] = merged.get(trips, 0) + t.weight
+        return Work(tuple(Term(w, trips) for trips, w in merged.items()))
+
 
 def _offset(e: Expr) -> tuple[Expr | None, int]:
     """``e`` as ``base + k`` with ``k`` a constant (``base`` ``None`` for a constant)."""
