@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..ir.affine import const_value, evaluate
-from ..ir.expr import Binary, Call, Const, Expr, Unary, Var
+from ..ir.expr import Binary, Call, Const, Expr, Unary, Var, children
 from .loop_ast import Block, For, Node, Run, loop_upper
 
 Range = tuple[Expr, Expr]
@@ -55,12 +55,13 @@ class Work:
 
     def loosened(self) -> Work:
         """A shorter bound, never smaller: each trip count with a constant upper bound (a tile's point
-        loop) replaced by that constant (:func:`constant_bound`), and terms of equal trip counts summed."""
+        loop) replaced by that constant (:func:`constant_bound`), the others by :func:`short_bound`, and
+        terms of equal trip counts summed."""
         if self.terms is None:
             return self
         merged: dict[tuple[Expr, ...], int] = {}
         for t in self.terms:
-            trips = tuple(e if (b := constant_bound(e)) is None else Const(b) for e in t.trips)
+            trips = tuple(short_bound(e) if (b := constant_bound(e)) is None else Const(b) for e in t.trips)
             merged[trips] = merged.get(trips, 0) + t.weight
         return Work(tuple(Term(w, trips) for trips, w in merged.items()))
 
@@ -249,6 +250,23 @@ def constant_bound(e: Expr) -> int | None:
     return bound(normal_form(e))
 
 
+def _size(e: Expr) -> int:
+    return 1 + sum(_size(c) for c in children(e))
+
+
+def short_bound(e: Expr) -> Expr:
+    """An upper bound of ``e`` with fewer terms: in its normal form each ``min`` keeps only its smaller
+    side (by expression size), since ``min(a, b) <= a``; a ``max`` keeps both sides."""
+    def shorten(f: Form) -> Form:
+        if isinstance(f, Linear):
+            return f
+        a, b = shorten(f.a), shorten(f.b)
+        if f.op == "max":
+            return MinMax("max", a, b)
+        return a if _size(form_expr(a)) <= _size(form_expr(b)) else b
+    return form_expr(shorten(normal_form(e)))
+
+
 def trip_count(loop: For, ranges: Mapping[str, Range]) -> tuple[Expr, Range] | None:
     """An upper bound of ``loop``'s trip count, and its counter's range.  The count ``upper - lower`` is
     put in normal form before the counters of loops inside the subtree take their ranges, so that a
@@ -293,4 +311,4 @@ def loop_work(n: Node, weight: Callable[[str], int]) -> Work:
     return Work(None if terms is None else tuple(terms))
 
 
-__all__ = ["Term", "Work", "constant_bound", "expr_range", "loop_work", "trip_count"]
+__all__ = ["Term", "Work", "constant_bound", "expr_range", "short_bound", "loop_work", "trip_count"]
