@@ -29,9 +29,9 @@ from ..schedule.loop_work import Work, constant_bound, loop_work, trip_count
 from .cexpr import index_expr
 
 Verdict = Literal["parallel", "runtime"]
+"""``parallel``: the region always opens; ``runtime``: it opens when its work reaches the threshold."""
 Split = Literal["static", "dynamic"]
 """How the iterations are handed to the threads: equal blocks, or one at a time as threads finish."""
-"""``parallel``: the region always opens; ``runtime``: it opens when its work reaches the threshold."""
 MIN_WORK = "pt__min_parallel_work"
 """The generated function's argument holding the threshold."""
 MAX_BOUND_CHARS = 2000
@@ -142,7 +142,8 @@ def _too_long(work: Work) -> bool:
 
 def choose_region(loop: For, program: Program, tested: bool = True) -> RegionChoice:
     """The choice for the parallel loop ``loop`` (``tested`` false: every region opens).  A work bound
-    too long to print is loosened first (:meth:`Work.loosened`: the point loops of tiles counted whole)."""
+    too long to print is loosened first (:meth:`~polytri.schedule.loop_work.Work.loosened`: the point
+    loops of tiles counted whole, each other ``min`` at its shorter side)."""
     stmts = tuple(dict.fromkeys(r.statement for r in walk(loop) if isinstance(r, Run)))
     weights = {s: weight(program.statement(s)) for s in stmts}
     work = loop_work(loop, weights.__getitem__)
