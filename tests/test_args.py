@@ -273,3 +273,17 @@ def test_expanded_torch_tensor_is_rejected_before_anything_runs() -> None:
         with pytest.raises(pt.ArgumentError, match="'A'"):
             run(A=a, B=b)
         assert torch.equal(b, torch.zeros(4))
+
+
+def test_a_program_without_indirect_subscripts_builds_no_index_check(monkeypatch) -> None:
+    from polytri.runtime import index_check
+    from polytri.suite import KERNELS, make_args
+
+    def refuse(*_: Any) -> None:
+        raise AssertionError("an index check built for a program without indirect subscripts")
+    monkeypatch.setattr(index_check, "IndexCheck", refuse)
+    prog = to_program(KERNELS["atax"].build())
+    args = make_args(KERNELS["atax"], {"M": 5, "N": 7})
+    bound = bind(prog, args)  # the extents' equations, memoized per program, infer both parameters
+    assert bound.params == {"M": 5, "N": 7}
+    assert bind(prog, make_args(KERNELS["atax"], {"M": 3, "N": 2})).params == {"M": 3, "N": 2}

@@ -41,12 +41,13 @@ def is_torch_tensor(x: object) -> bool:
 
 
 def _shape(x: Any) -> tuple[int, ...]:
-    return tuple(int(s) for s in x.shape)
+    shape = x.shape
+    return shape if type(shape) is tuple else tuple(int(s) for s in shape)  # numpy's: ints already
 
 
 def _memory_range(x: Any) -> tuple[int, int] | None:
     """[start, end) of the bytes an array may touch (None for empty arrays)."""
-    if _shape(x) and 0 in _shape(x):
+    if 0 in _shape(x):
         return None
     if is_torch_tensor(x):
         start = x.data_ptr()
@@ -160,15 +161,21 @@ def _check_array(program: Program, name: str, value: Any) -> None:
     _check_strides(program, name, value)
 
 
-#: One declared extent: array name, dimension, extent expression.
-_Equation = tuple[str, int, Expr]
+#: One declared extent: array name, dimension, extent expression, and its linear form (``None`` when it
+#: has none).
+_Equation = tuple[str, int, Expr, "tuple[dict[str, int], int] | None"]
+
+
+def _equations(program: Program) -> list[_Equation]:
+    """The declared extents of ``program``'s arrays, computed once per program."""
+    return program._memo("extent_equations", lambda: [(arr.name, d, e, linear(e)) for arr in program.arrays
+                                                      for d, e in enumerate(arr.shape)])
 
 
 def _solve_one(equation: _Equation, known: dict[str, int], arrays: dict[str, Any]) -> tuple[str, int] | None:
     """``(param, value)`` when the equation is linear with exactly one unknown parameter and the array's
     extent gives it an integer value."""
-    name, d, e = equation
-    form = linear(e)
+    name, d, _, form = equation
     if form is None:
         return None
     coeffs, const = form
@@ -211,7 +218,7 @@ def _check_known_params(program: Program, given: dict[str, int], known: dict[str
 def _check_extents(program: Program, equations: list[_Equation], known: dict[str, int],
                    arrays: dict[str, Any]) -> None:
     """Every array extent equals its declared extent for the parameter values."""
-    for name, d, e in equations:
+    for name, d, e, _ in equations:
         want = evaluate(e, known)
         got = _shape(arrays[name])[d]
         if want != got:
@@ -223,7 +230,7 @@ def _check_extents(program: Program, equations: list[_Equation], known: dict[str
 def _infer_params(program: Program, given: dict[str, int], arrays: dict[str, Any]) -> dict[str, int]:
     """The given parameters plus those the array shapes determine; every extent checked."""
     known = dict(given)
-    equations: list[_Equation] = [(arr.name, d, e) for arr in program.arrays for d, e in enumerate(arr.shape)]
+    equations = _equations(program)
     _solve(equations, known, arrays)
     _check_known_params(program, given, known)
     _check_extents(program, equations, known, arrays)
