@@ -126,12 +126,18 @@ def test_a_bad_threshold_is_refused(bad) -> None:
         pt.compile(to_program(KERNELS["gemm"].build()), options={"min_parallel_work": bad})
 
 
-def test_the_region_cost_is_measured_once_and_kept(tmp_path, monkeypatch) -> None:
+def _measured_in(tmp_path, monkeypatch, busy: bool) -> fork_cost.ForkCost:
+    """The region cost measured afresh with the cache in ``tmp_path``, the machine ``busy`` or not."""
     monkeypatch.setenv("POLYTRI_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(fork_cost, "contended", lambda: False)
+    monkeypatch.setattr(fork_cost, "contended", lambda: busy)
     fork_cost.fork_cost.cache_clear()
     cost = fork_cost.fork_cost("cc")
     assert cost.region_seconds >= 0 and cost.op_seconds > 0
+    return cost
+
+
+def test_the_region_cost_is_measured_once_and_kept(tmp_path, monkeypatch) -> None:
+    cost = _measured_in(tmp_path, monkeypatch, busy=False)
     assert cost.min_work > 0
     kept = json.loads((tmp_path / "cpu" / "fork_cost.json").read_text())
     assert list(kept.values()) == [{"threads": cost.threads, "region_seconds": cost.region_seconds,
@@ -146,11 +152,7 @@ def test_the_region_cost_is_measured_once_and_kept(tmp_path, monkeypatch) -> Non
 
 
 def test_a_cost_measured_on_a_busy_machine_is_used_but_not_kept(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("POLYTRI_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(fork_cost, "contended", lambda: True)
-    fork_cost.fork_cost.cache_clear()
-    cost = fork_cost.fork_cost("cc")
-    assert cost.region_seconds >= 0 and cost.op_seconds > 0
+    _measured_in(tmp_path, monkeypatch, busy=True)
     assert not (tmp_path / "cpu" / "fork_cost.json").exists()
     fork_cost.fork_cost.cache_clear()
 

@@ -18,7 +18,6 @@ from ..cpu_codegen.kernel import CpuKernel
 from ..errors import IndexValueError, PolytriError
 from ..fusion.traffic import Traffic
 from ..ir.builder import ProgramBuilder
-from ..ir.indirect import is_indirect
 from ..pipeline.decisions import Decision
 from ..runtime.index_check import IndexCheck
 from .torch_cache import compile_cached
@@ -101,8 +100,7 @@ class _KernelStep:
         """Argument signatures (shapes, types, parameters) that passed the kernel's checks."""
         self._index_checks: dict[tuple[int, ...], IndexCheck] = {}
         """The indirect subscripts' checks by parameter values."""
-        self._indirect = self.kernel is not None and any(
-            is_indirect(acc) for st in self.kernel.program.statements for acc in st.reads)
+        self._indirect = self.kernel is not None and self.kernel.program.reads_indirectly
         self._unchecked = (getattr(self.kernel, "call_unchecked", None)
                            if seg.program.statements and not seg.program.scalars else None)
 

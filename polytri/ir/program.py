@@ -19,7 +19,7 @@ from .. import dtypes
 from ..errors import ProgramError
 from .affine import to_isl
 from .expr import Access, Expr, accesses
-from .indirect import isl_subscripts
+from .indirect import has_indirect, isl_subscripts
 from .printer import expr_to_str
 
 _T = TypeVar("_T")
@@ -218,6 +218,11 @@ class Program:
                     u = u.union(isl.UnionMap.from_map(self.access_map(s, acc)))
             return u.intersect_params(self.context)
         return self._memo("reads", make)
+
+    @property
+    def reads_indirectly(self) -> bool:
+        """Whether some statement reads through an indirect subscript (:mod:`.indirect`)."""
+        return self._memo("reads_indirectly", lambda: any(has_indirect(s.value) for s in self.statements))
 
     @property
     def schedule(self) -> isl.UnionMap:

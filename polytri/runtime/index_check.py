@@ -191,6 +191,5 @@ def check_index_values(program: Program, params: dict[str, int], arrays: dict[st
     """Raise :class:`IndexValueError` when an indirect subscript of ``program`` takes a value outside
     its array dimension for these arguments (see the module's docstring; :class:`IndexCheck` keeps the
     work that depends only on the parameters, for repeated calls)."""
-    if program._memo("indirect_subscripts", lambda: any(indirect_dims(acc) for st in program.statements
-                                                          for acc in st.reads)):
+    if program.reads_indirectly:
         IndexCheck(program, params)(arrays, scalars)
