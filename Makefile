@@ -6,7 +6,7 @@ STAMP := $(VENV)/.polytri-installed
 DOCS_STAMP := $(VENV)/.polytri-docs-installed
 JOBS ?= 2
 
-.PHONY: help demo test fuzz bench polly lint docs clean
+.PHONY: help demo test test-gpu fuzz bench polly lint docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -28,6 +28,9 @@ demo: $(STAMP) ## install if needed, then run `polytri demo`
 
 test: $(STAMP) ## install if needed, then run the test suite (all but gpu and slow tests)
 	$(PY) -m pytest -n $(JOBS) -q
+
+test-gpu: $(STAMP) ## the tests that need a CUDA or ROCm GPU (every suite kernel on the device, tl.dot, the backend)
+	$(PY) -m pytest -n $(JOBS) -q -m gpu
 
 fuzz: $(STAMP) ## long property-based runs (marked slow)
 	$(PY) -m pytest -n $(JOBS) -q -m slow

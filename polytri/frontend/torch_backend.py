@@ -73,6 +73,17 @@ def _kept_whole(op: Any) -> bool:
     return op.name().split("::")[-1].split(".")[0] in KEEP_WHOLE
 
 
+def _attention_in_math_form(example_inputs: Sequence[Any]) -> contextlib.AbstractContextManager[Any]:
+    """While a graph of CUDA tensors is traced to ATen: ``scaled_dot_product_attention`` in its math form
+    (products and a softmax, which polytri lowers) instead of CUDA's fused attention ops, which no core
+    decomposition takes apart and which would be left to eager.  On the CPU torch decomposes its own fused
+    op, and the trace is left as it is."""
+    if any(isinstance(x, torch.Tensor) and x.device.type == "cuda" for x in example_inputs):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        return sdpa_kernel([SDPBackend.MATH])
+    return contextlib.nullcontext()
+
+
 def decompositions() -> dict[Any, Callable[..., Any]]:
     """Core ATen decompositions minus :data:`KEEP_WHOLE` (``pt.jit``'s, through ``aot_autograd``)."""
     from torch._decomp import core_aten_decompositions
@@ -171,8 +182,9 @@ class PolytriBackend:
         from torch._functorch.aot_autograd import aot_module_simplified
 
         try:
-            return aot_module_simplified(gm, example_inputs, fw_compiler=self._compile_forward,
-                                         decompositions=decompositions())
+            with _attention_in_math_form(example_inputs):
+                return aot_module_simplified(gm, example_inputs, fw_compiler=self._compile_forward,
+                                             decompositions=decompositions())
         except Exception as exc:  # noqa: BLE001 - tracing to ATen failed: this graph runs in eager
             # Dynamo's RestartAnalysis (dynamic shapes: TensorifyScalarRestartAnalysis) is its signal to
             # trace again, not a failure: it goes back to Dynamo

@@ -164,8 +164,10 @@ class _KernelStep:
         it, and bind its results (and the views torch makes of them) in ``env``."""
         kwargs: dict[str, Any] = {p: params[p] for p in self.params}
         inputs, ptrs = self._input_args(env)
-        made = self._output_args(params, kwargs)
-        self._temp_args(params, temps, kwargs)
+        # new arrays on the inputs' device (a kernel without tensor inputs makes CPU arrays)
+        device = inputs[0].device if inputs else torch.device("cpu")
+        made = self._output_args(params, kwargs, device)
+        self._temp_args(params, temps, kwargs, device)
         if self.kernel is not None:
             self._call(inputs, ptrs, kwargs)
         for name, node, *_ in self.outputs:
@@ -175,12 +177,13 @@ class _KernelStep:
 
     def _input_args(self, env: dict[fx.Node, Any]) -> tuple[list[torch.Tensor], list[int]]:
         """The inputs' arrays: contiguous tensors, none overlapping another (copies where needed), and
-        their addresses."""
+        their addresses.  A Python number among them goes to the tensors' device."""
+        values = [env[node] for node in self.input_nodes]
+        device = next((v.device for v in values if isinstance(v, torch.Tensor)), None)
         tensors: list[torch.Tensor] = []
-        for node in self.input_nodes:
-            t = env[node]
+        for t in values:
             if not isinstance(t, torch.Tensor):
-                t = torch.as_tensor(t)
+                t = torch.as_tensor(t, device=device)
             if t.dim() == 0:
                 t = t.reshape(1)
             tensors.append(t if t.is_contiguous() else t.contiguous())
@@ -191,30 +194,32 @@ class _KernelStep:
             ptrs[k] = tensors[k].data_ptr()
         return tensors, ptrs
 
-    def _output_args(self, params: dict[str, int], kwargs: dict[str, Any]) -> dict[str, torch.Tensor]:
-        """New arrays for the outputs and for the bases of output views; returns the tensors (0-d for an
-        output of rank 0) by array name."""
+    def _output_args(self, params: dict[str, int], kwargs: dict[str, Any],
+                     device: torch.device) -> dict[str, torch.Tensor]:
+        """New arrays on ``device`` for the outputs and for the bases of output views; returns the tensors
+        (0-d for an output of rank 0) by array name."""
         made: dict[str, torch.Tensor] = {}
         for name, _, shape, dtype, rank in self.outputs:
-            t = torch.empty(shape(params) if rank else (1,), dtype=dtype)
+            t = torch.empty(shape(params) if rank else (1,), dtype=dtype, device=device)
             kwargs[name] = t
             made[name] = t if rank else t.reshape(())
         for name, shape, dtype, rank in self.bases:
-            t = torch.empty(shape(params) if rank else (1,), dtype=dtype)
+            t = torch.empty(shape(params) if rank else (1,), dtype=dtype, device=device)
             kwargs[name] = t
             made[name] = t if rank else t.reshape(())
         return made
 
     def _temp_args(self, params: dict[str, int], temps: dict[tuple[str, tuple[int, ...]], torch.Tensor],
-                   kwargs: dict[str, Any]) -> None:
-        """The intermediates' arrays, reused from ``temps`` (by name and size) where they were made before."""
+                   kwargs: dict[str, Any], device: torch.device) -> None:
+        """The intermediates' arrays on ``device``, reused from ``temps`` (by name and size) where they
+        were made before."""
         for name, shape, dtype in self.temps:
             dims = shape(params) or (1,)
             t = temps.get((name, dims))
-            if t is None:
+            if t is None or t.device != device:
                 if len(temps) > 4 * len(self.temps):  # many sizes (dynamic shapes): keep the latest only
                     temps.clear()
-                t = temps[(name, dims)] = torch.empty(dims, dtype=dtype)
+                t = temps[(name, dims)] = torch.empty(dims, dtype=dtype, device=device)
             kwargs[name] = t
 
 
