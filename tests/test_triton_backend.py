@@ -4,6 +4,7 @@ time for NVIDIA and AMD; contractions map to tl.dot and the matrix instructions.
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -410,3 +411,29 @@ def test_module_source_runs_without_polytri(tmp_path) -> None:
     out = torch.load(tmp_path / "out.pt")
     for n in arrays:
         np.testing.assert_allclose(out[n].numpy(), np.asarray(ref[n]), rtol=1e-6, atol=1e-6, err_msg=n)
+
+
+def test_operand_masks_of_a_rectangular_product_are_the_bounds_own() -> None:
+    """tl.dot's operand masks: on a rectangular block, the rows' and columns' own bound tests, which Triton
+    sees as constant over runs of lanes (the loads vectorize, seen on an H200 as 0.31x -> 0.78x of cuBLAS);
+    the reduction of the block's mask only where the block is not known to be rectangular."""
+    src = _mm_kernel("float16").source
+    rows = re.search(r"pt__rows\d+ = (.*)", src)
+    assert rows and "c1 < pt_M" in rows.group(1) and "axis=1" not in rows.group(1), src
+    p = pt.Program("lower", params=["N"])
+    p.array("A", ("N", "N"), "float16")
+    p.array("B", ("N", "N"), "float16")
+    p.array("C", ("N", "N"), "float32")
+    with p.loop("i", 0, "N"), p.loop("j", 0, "i + 1"):
+        p.assign("C[i, j] = 0.0")
+        with p.loop("k", 0, "N"):
+            p.assign("C[i, j] += float32(A[i, k]) * float32(B[k, j])")
+    k = pt.compile(p, target="nvgpu")
+    assert "tl.dot(" in k.source and re.search(r"pt__rows\d+ = tl.max\(", k.source), k.source
+    g = np.random.default_rng(0)
+    args = {n: g.standard_normal((19, 19)).astype(t) for n, t in (("A", np.float16), ("B", np.float16),
+                                                                    ("C", np.float32))}
+    want = {n: v.copy() for n, v in args.items()}
+    pt.reference(p, **want)
+    k(**args)
+    np.testing.assert_allclose(args["C"], want["C"], rtol=1e-4, atol=1e-4)

@@ -65,6 +65,9 @@ class _Ctx:
     """Text of each counter in scope."""
     zero: str = "pt__zero"
     """A block of int32 zeros of the current shape (added to pointers that vary along fewer axes)."""
+    lanes: dict[str, str] | None = None
+    """Where the mask is a conjunction of one condition per block axis, each on that axis's counter alone
+    (a rectangular block): those conditions by counter; ``None`` where that is not known."""
 
 
 def upper_exclusive(loop: For) -> Expr:
@@ -247,6 +250,7 @@ class KernelPrinter:
                 self.emit(depth, f"pt__p{d} = pt__pid % pt__n{d}")
                 self.emit(depth, f"pt__pid = pt__pid // pt__n{d}")
         conds: list[str] = []
+        lanes: dict[str, str] | None = {}
         for i, loop in enumerate(chain):
             pid = f"pt__p{loop.dim}" if i in spec.flattened else self.program_id(axis_of[i])
             if loop.var in self.vec_axis:
@@ -255,6 +259,11 @@ class KernelPrinter:
                 self.emit(depth, f"{loop.var} = pt__lo{loop.dim} + {pid} * {side} + "
                                  f"tl.arange(0, {side}){_AXIS[(self.rank, ax)]}")
                 conds.append(self.loop_guard(loop, ctx.names))
+                lo, hi = _loop_range(loop)
+                if lanes is not None and not (self.vector_in(lo) or self.vector_in(hi)):
+                    lanes[loop.var] = conds[-1]
+                else:
+                    lanes = None
                 ctx.names[loop.var] = loop.var
             else:
                 self.emit(depth, f"{loop.var} = pt__lo{loop.dim} + {pid}")
@@ -265,6 +274,7 @@ class KernelPrinter:
             shape = ", ".join(map(str, self.shape))
             self.emit(depth, f"pt__zero = tl.zeros(({shape},), tl.int32)")
             ctx.mask = self.fresh("m")
+            ctx.lanes = lanes
             self.emit_mask(depth, ctx.mask, " & ".join(["(pt__zero == 0)"] + conds))
         return depth
 
@@ -364,9 +374,9 @@ class KernelPrinter:
         self.emit(depth, f"for {n.var} in range({lo_t}, {hi_t}, {n.step}):")
         names = dict(ctx.names)
         names[n.var] = n.var
-        inner = _Ctx(ctx.mask, names, ctx.zero)
+        inner = _Ctx(ctx.mask, names, ctx.zero, ctx.lanes)
         if self.vector_in(lo) or self.vector_in(hi):
-            inner.mask = self.fresh("m")
+            inner.mask, inner.lanes = self.fresh("m"), None
             self.emit_mask(depth + 1, inner.mask, f"{ctx.mask} & {self.loop_guard(n, names)}")
         self.node(n.body, depth + 1, inner)
         self.flush()
@@ -523,8 +533,7 @@ class KernelPrinter:
         acc_t, op_t = TL_TYPES[con.accumulator.name], pr.tl_type(con.operand)
         self.emit(depth, f"# {red.statement.name}: {red.statement.text()}  (contraction over {loop.var}: tl.dot)")
         rv, cv = self.fresh("rows"), self.fresh("cols")
-        self.emit(depth, f"{rv} = tl.max({ctx.mask}.to(tl.int32), axis=1)[:, None] > 0")
-        self.emit(depth, f"{cv} = tl.max({ctx.mask}.to(tl.int32), axis=0)[None, :] > 0")
+        self.operand_lanes(rv, cv, rows, cols, depth, ctx)
         lo_t = self.scalar_bound(lo, ctx, "min", depth)
         hi_t = self.scalar_bound(hi, ctx, "max", depth)
         # bounds of k that vary with the other tile's dimension: per row (column) of a tile, the range of
@@ -568,6 +577,21 @@ class KernelPrinter:
         out = self.fresh("dot")
         self.emit(depth, f"{out} = {pr.cast(total, term_t, d)}")
         self.finish(red, out, d, lo, hi, depth, ctx)
+
+
+    def operand_lanes(self, rv: str, cv: str, rows: str, cols: str, depth: int, ctx: _Ctx) -> None:
+        """``rv``: the rows of the block with an active lane, ``cv``: the columns.  For a rectangular block
+        these are the rows' and the columns' own conditions (each with a test that the other side has an
+        active lane), which Triton sees as constant over runs of lanes: the operand loads then vectorize
+        (16-byte copies into shared memory instead of one element a thread).  Otherwise, reductions of
+        the mask."""
+        if ctx.lanes is not None and rows in ctx.lanes and cols in ctx.lanes:
+            row, col = ctx.lanes[rows], ctx.lanes[cols]
+            self.emit(depth, f"{rv} = ({row}) & (tl.max(({col}).to(tl.int32)) > 0)")
+            self.emit(depth, f"{cv} = ({col}) & (tl.max(({row}).to(tl.int32)) > 0)")
+            return
+        self.emit(depth, f"{rv} = tl.max({ctx.mask}.to(tl.int32), axis=1)[:, None] > 0")
+        self.emit(depth, f"{cv} = tl.max({ctx.mask}.to(tl.int32), axis=0)[None, :] > 0")
 
 
 def kernel_parameters(program: Program, spec: KernelSpec) -> list[str]:
