@@ -1,6 +1,6 @@
 """GPU benchmark: polytri's Triton kernels against torch (cuBLAS, cuDNN) and torch.compile (Inductor).
 
-    python benchmarks/gpu.py [--quick]
+    python benchmarks/gpu.py [--quick] [--variants] [--models]
 
 On a machine without a GPU it prints why and exits 0.  Every row is measured in one run with
 ``triton.testing.do_bench`` (median of repeated launches, L2 flushed between them) and reported as a ratio
@@ -73,9 +73,85 @@ def _row(name: str, ours: float, ref: float, ref_name: str, goal: str) -> str:
     return f"{name:28s} {ours * 1e3:10.3f} {ref * 1e3:10.3f}  {ref / ours:6.2f}x of {ref_name:10s} goal {goal}"
 
 
+# launch-model choices tried by --variants, beside the model's own: (dot_block, num_warps, num_stages) for
+# the matmul, the block side for the row reductions
+MATMUL_VARIANTS = [((128, 128, 64), 8, 3), ((128, 128, 64), 4, 4), ((128, 256, 64), 8, 3),
+                   ((128, 256, 64), 8, 4), ((256, 128, 64), 8, 3), ((64, 128, 64), 4, 4), ((128, 128, 32), 4, 4),
+                   ((128, 128, 128), 8, 2)]
+ROW_VARIANTS = [4, 8, 16, 64]
+
+
+def _variants(build: Callable[[], pt.Program], target: str, options: list[dict], run: Callable[[object], None],
+              check: Callable[[], None], ref: float, ref_name: str,
+              bench: Callable[[Callable[[], object]], float]) -> list[str]:
+    """One row per entry of ``options``: the program compiled with those options, checked, timed, as a ratio
+    to ``ref``; a variant that does not compile or run says why."""
+    rows = []
+    for opts in options:
+        try:
+            k = pt.compile(build(), target=target, options=opts)
+            run(k)
+            check()
+            t = bench(lambda: run(k))  # noqa: B023 (called before the next iteration)
+        except Exception as exc:
+            rows.append(f"  {opts}: failed: {str(exc).splitlines()[0][:120]}")
+            continue
+        rows.append(_row("  " + " ".join(f"{v}" for v in opts.values()), t, ref, ref_name, "-"))
+    return rows
+
+
+def _zoo_rows(bench: Callable[[Callable[[], object]], float]) -> list[str]:
+    """Each zoo model on the GPU: polytri's time as a ratio to Inductor's and to eager's, with both cold
+    compile times.  float32 runs with tf32 off everywhere (cuBLAS, cuDNN), as polytri computes it."""
+    import time
+    import warnings
+
+    import torch
+    import torch._dynamo
+
+    from polytri.frontend.torch_backend import polytri_backend
+    from polytri.suite.models import ZOO, build
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    rows = [f"{'model':18s} {'polytri ms':>10s} {'Inductor':>9s} {'eager':>9s}  {'/Inductor':>9s} {'/eager':>7s}"
+            f"  compile s (polytri / Inductor)"]
+    for name in sorted(ZOO):
+        for dtype in (torch.float32, torch.bfloat16):
+            model, x = build(name, bench=True)
+            model, x = model.cuda().to(dtype), x.cuda().to(dtype)
+            torch._dynamo.reset()
+            with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                want = model(x)
+                compiled = {}
+                for label, backend in (("inductor", "inductor"), ("polytri", polytri_backend)):
+                    fn = torch.compile(model, backend=backend)
+                    t0 = time.perf_counter()
+                    got = fn(x)
+                    torch.cuda.synchronize()
+                    compiled[label] = (fn, time.perf_counter() - t0, got)
+                times = {"eager": bench(lambda: model(x))}  # noqa: B023 (called in this iteration)
+                for label, (fn, _, _) in compiled.items():
+                    times[label] = bench(lambda: fn(x))  # noqa: B023
+            fallbacks = [str(w.message) for w in caught if "polytri" in str(w.message)]
+            err = (compiled["polytri"][2].double() - want.double()).abs().max().item()
+            note = f"  max |polytri - eager| {err:.2g}" + (f"  FALLBACK: {fallbacks[0][:80]}" if fallbacks else "")
+            ours = times["polytri"]
+            rows.append(f"{name + ' ' + str(dtype).split('.')[-1]:18s} {ours * 1e3:10.3f} "
+                        f"{times['inductor'] * 1e3:9.3f} {times['eager'] * 1e3:9.3f}  "
+                        f"{ours / times['inductor']:8.2f}x {ours / times['eager']:6.2f}x  "
+                        f"{compiled['polytri'][1]:6.1f} / {compiled['inductor'][1]:5.1f}{note}")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("--variants", action="store_true",
+                        help="also time the fp16 matmul under other launch-model choices (tile, warps, stages), "
+                             "the data that the launch model's defaults are checked against")
+    parser.add_argument("--models", action="store_true",
+                        help="also the model zoo (polytri.suite.models, benchmark sizes) in float32 and bfloat16: "
+                             "eager, Inductor and torch.compile(backend='polytri')")
     args = parser.parse_args(argv)
     import torch
     if not torch.cuda.is_available():
@@ -99,7 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     mm = pt.compile(_matmul_program("float16"), target=target)
     ours = bench(lambda: mm(A=a, B=b, C=c))
     torch.testing.assert_close(c, (a @ b).float(), rtol=2e-2, atol=1e-1)
-    rows.append(_row(f"matmul fp16 {n}^3", ours, bench(lambda: a @ b), "cuBLAS", ">= 0.90x"))
+    cublas = bench(lambda: a @ b)
+    rows.append(_row(f"matmul fp16 {n}^3", ours, cublas, "cuBLAS", ">= 0.90x"))
+    if args.variants:
+        opts = [{"dot_block": d, "num_warps": w, "num_stages": st} for d, w, st in MATMUL_VARIANTS]
+        rows += _variants(lambda: _matmul_program("float16"), target, opts, lambda k: k(A=a, B=b, C=c),
+                          lambda: torch.testing.assert_close(c, (a @ b).float(), rtol=2e-2, atol=1e-1),
+                          cublas, "cuBLAS", bench)
 
     # separable blur 3 x H x W
     h = w = 2048 if args.quick else 4096
@@ -130,7 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     compiled_softmax = torch.compile(lambda t: torch.softmax(t, dim=1))
     compiled_softmax(x)
     torch.testing.assert_close(y, torch.softmax(x, dim=1), rtol=1e-4, atol=1e-5)
-    rows.append(_row("softmax 8192 rows", ours, bench(lambda: compiled_softmax(x)), "Inductor", ">= 1x"))
+    inductor = bench(lambda: compiled_softmax(x))
+    rows.append(_row("softmax 8192 rows", ours, inductor, "Inductor", ">= 1x"))
+    if args.variants:
+        rows += _variants(_softmax_program, target, [{"block": b} for b in ROW_VARIANTS],
+                          lambda k: k(x=x, y=y, mx=mx, s=s),
+                          lambda: torch.testing.assert_close(y, torch.softmax(x, dim=1), rtol=1e-4, atol=1e-5),
+                          inductor, "Inductor", bench)
 
     # layer norm over rows
     w_, b_ = torch.randn(x.shape[1], device=dev), torch.randn(x.shape[1], device=dev)
@@ -140,11 +228,20 @@ def main(argv: list[str] | None = None) -> int:
     compiled_ln = torch.compile(lambda t: torch.nn.functional.layer_norm(t, (t.shape[1],), w_, b_))
     compiled_ln(x)
     torch.testing.assert_close(y, compiled_ln(x), rtol=1e-3, atol=1e-3)
-    rows.append(_row("layernorm 8192 rows", ours, bench(lambda: compiled_ln(x)), "Inductor", ">= 1x"))
+    inductor = bench(lambda: compiled_ln(x))
+    rows.append(_row("layernorm 8192 rows", ours, inductor, "Inductor", ">= 1x"))
+    if args.variants:
+        rows += _variants(_layernorm_program, target, [{"block": b} for b in ROW_VARIANTS],
+                          lambda k: k(x=x, w=w_, b=b_, y=y, mean=mean, var=var),
+                          lambda: torch.testing.assert_close(y, compiled_ln(x), rtol=1e-3, atol=1e-3),
+                          inductor, "Inductor", bench)
 
     print(f"polytri {pt.__version__} on {torch.cuda.get_device_name()} (target {target}), median times")
     print(f"{'kernel':28s} {'polytri ms':>10s} {'ref ms':>10s}  ratio")
     print("\n".join(rows))
+    if args.models:
+        print("\nmodel zoo (time ratios: polytri over the reference, lower is better)")
+        print("\n".join(_zoo_rows(bench)))
     print("not measured yet: attention (its single-kernel online-softmax fusion is the fusion issue's work)")
     return 0
 
