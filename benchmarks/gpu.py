@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import polytri as pt
 from polytri.suite import KERNELS
@@ -81,7 +82,7 @@ MATMUL_VARIANTS = [((128, 128, 64), 8, 3), ((128, 128, 64), 4, 4), ((128, 256, 6
 ROW_VARIANTS = [4, 8, 16, 64]
 
 
-def _variants(build: Callable[[], pt.Program], target: str, options: list[dict], run: Callable[[object], None],
+def _variants(build: Callable[[], pt.Program], target: str, options: list[dict], run: Callable[[Any], None],
               check: Callable[[], None], ref: float, ref_name: str,
               bench: Callable[[Callable[[], object]], float]) -> list[str]:
     """One row per entry of ``options``: the program compiled with those options, checked, timed, as a ratio
@@ -100,9 +101,10 @@ def _variants(build: Callable[[], pt.Program], target: str, options: list[dict],
     return rows
 
 
-def _zoo_rows(bench: Callable[[Callable[[], object]], float]) -> list[str]:
-    """Each zoo model on the GPU: polytri's time as a ratio to Inductor's and to eager's, with both cold
-    compile times.  float32 runs with tf32 off everywhere (cuBLAS, cuDNN), as polytri computes it."""
+def _zoo_rows(bench: Callable[[Callable[[], object]], float]) -> Iterator[str]:
+    """Each zoo model on the GPU, one row as each is measured (a compile takes tens of seconds): polytri's
+    time as a ratio to Inductor's and to eager's, with both cold compile times.  float32 runs with tf32
+    off everywhere (cuBLAS, cuDNN), as polytri computes it."""
     import time
     import warnings
 
@@ -112,8 +114,8 @@ def _zoo_rows(bench: Callable[[Callable[[], object]], float]) -> list[str]:
     from polytri.frontend.torch_backend import polytri_backend
     from polytri.suite.models import ZOO, build
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    rows = [f"{'model':18s} {'polytri ms':>10s} {'Inductor':>9s} {'eager':>9s}  {'/Inductor':>9s} {'/eager':>7s}"
-            f"  compile s (polytri / Inductor)"]
+    yield (f"{'model':18s} {'polytri ms':>10s} {'Inductor':>9s} {'eager':>9s}  {'/Inductor':>9s} {'/eager':>7s}"
+           f"  compile s (polytri / Inductor)")
     for name in sorted(ZOO):
         for dtype in (torch.float32, torch.bfloat16):
             model, x = build(name, bench=True)
@@ -136,11 +138,10 @@ def _zoo_rows(bench: Callable[[Callable[[], object]], float]) -> list[str]:
             err = (compiled["polytri"][2].double() - want.double()).abs().max().item()
             note = f"  max |polytri - eager| {err:.2g}" + (f"  FALLBACK: {fallbacks[0][:80]}" if fallbacks else "")
             ours = times["polytri"]
-            rows.append(f"{name + ' ' + str(dtype).split('.')[-1]:18s} {ours * 1e3:10.3f} "
-                        f"{times['inductor'] * 1e3:9.3f} {times['eager'] * 1e3:9.3f}  "
-                        f"{ours / times['inductor']:8.2f}x {ours / times['eager']:6.2f}x  "
-                        f"{compiled['polytri'][1]:6.1f} / {compiled['inductor'][1]:5.1f}{note}")
-    return rows
+            yield (f"{name + ' ' + str(dtype).split('.')[-1]:18s} {ours * 1e3:10.3f} "
+                   f"{times['inductor'] * 1e3:9.3f} {times['eager'] * 1e3:9.3f}  "
+                   f"{ours / times['inductor']:8.2f}x {ours / times['eager']:6.2f}x  "
+                   f"{compiled['polytri'][1]:6.1f} / {compiled['inductor'][1]:5.1f}{note}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(rows))
     if args.models:
         print("\nmodel zoo (time ratios: polytri over the reference, lower is better)")
-        print("\n".join(_zoo_rows(bench)))
+        for row in _zoo_rows(bench):
+            print(row, flush=True)
     print("not measured yet: attention (its single-kernel online-softmax fusion is the fusion issue's work)")
     return 0
 
