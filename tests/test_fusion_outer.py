@@ -263,3 +263,39 @@ def test_enclosing_loops_lists_parallel_flags_outermost_first() -> None:
     assert loops["S0"] == [(True,)]            # mx[i] = X[i, 0]: only the row loop
     assert loops["S1"] == [(True, False)]      # the running maximum carries its loop
     assert loops["S2"] == [(True, True)]       # exp: parallel inside the row
+
+
+def _batch_of_four_product() -> pt.Program:
+    """Sums over ``k`` for 4 rows and 96 columns, a weight row read for each (not of contraction form,
+    as a product in vector lanes is not), after a copy of the 4 rows (a widening): the only parallel loop
+    that every statement has is the batch of 4."""
+    p = pt.Program("skinny", params=[])
+    p.array("x", (4, 64), "float32")
+    p.array("w", (96, 64), "float32")
+    p.array("xw", (4, 64), "float32")
+    p.array("y", (96, 4), "float32")
+    with p.loop("b", 0, 4), p.loop("k", 0, 64):
+        p.assign("xw[b, k] = 2.0 * x[b, k]")
+    with p.loop("j", 0, 96), p.loop("b", 0, 4):
+        p.assign("y[j, b] = 0.0")
+        with p.loop("k", 0, 64):
+            p.assign("y[j, b] += xw[b, k] * w[j, k] + 1.0")
+    return p
+
+
+def test_a_shared_parallel_loop_of_a_few_iterations_is_not_fused_for() -> None:
+    """'outer' would share the batch of 4 rows and stream the whole weight once per row below it."""
+    prog = to_program(_batch_of_four_product())
+    outer = pluto_schedule(prog, compute_dependences(prog), fuse="outer")
+    short = [d for d in outer.decisions if d.kind == "short-shared-parallel"]
+    assert short and short[0].data["most"] == 4, outer.decisions
+    assert not any(d.kind == "shared-parallel" for d in outer.decisions)
+    assert is_legal(outer.map, compute_dependences(prog))
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((96, 64)).astype(np.float32)
+    k = pt.compile(prog, options={"fuse": "outer", "schedule": "pluto"})
+    got = {"x": x, "w": w, "xw": np.zeros((4, 64), np.float32), "y": np.zeros((96, 4), np.float32)}
+    want = copy_args(got)
+    k(**got)
+    pt.reference(prog, **want)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5)

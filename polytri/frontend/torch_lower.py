@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import operator
 import re
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +144,26 @@ class Segment:
     """What the lowering chose for some nodes (an integer contraction), as ``explain()`` reports it."""
 
 
+Loops = list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class _InNest:
+    """A statement's builder that runs inside loops it shares with the statements next to it (one nest per
+    point of those loops, see :meth:`SegmentLowering.one_nest`): :meth:`SegmentLowering.build` opens the
+    shared loops once for a run of members of one nest; alone, a member opens them itself."""
+
+    nest: int
+    shared: tuple[tuple[str, str], ...]
+    inner: Callable[[ProgramBuilder], None]
+
+    def __call__(self, p: ProgramBuilder) -> None:
+        with ExitStack() as stack:
+            for var, ext in self.shared:
+                stack.enter_context(p.loop(var, 0, ext))
+            self.inner(p)
+
+
 class SegmentLowering:
     """Builds the program of one segment; handlers call its methods."""
 
@@ -162,6 +182,24 @@ class SegmentLowering:
         self.name = name
         self.starts: set[fx.Node] = set()
         """Nodes whose handler asked to begin a program of their own (:meth:`start_program_here`)."""
+        self._nest: tuple[int, tuple[str, ...]] | None = None
+        """The nest that :meth:`emit` puts statements in (:meth:`one_nest`): its number and shape."""
+        self._nests = 0
+
+    @contextmanager
+    def one_nest(self, shape: Sequence[str]) -> Iterator[None]:
+        """Statements emitted meanwhile share their first ``len(shape)`` loops, over ``shape``: one nest,
+        in which each point runs them all in turn (each statement's own loops inside), where separate
+        statements would each be a nest of their own.  For a chain of statements about one element (the
+        steps of a reduction in partial results), the input order then keeps the element's partial
+        results in the cache from one step to the next, and the scheduler is free to do otherwise."""
+        assert self._nest is None, "nests do not nest"
+        self._nests += 1
+        self._nest = (self._nests, tuple(str(e) for e in shape))
+        try:
+            yield
+        finally:
+            self._nest = None
 
     def start_program_here(self, node: fx.Node) -> None:
         """Ask the planner to begin a new program at ``node``, its inputs stored by the program before: the
@@ -258,14 +296,20 @@ class SegmentLowering:
         tidx = target_index(iters, reds) if target_index else index(iters) if index is not None else iters
         text = f"{target}[{', '.join(tidx) if tidx else '0'}] {op} {rhs(iters, reds)}"
         nest = list(zip(iters, shape))
+        shared: Loops = []
+        if self._nest is not None:  # the nest's loops first, in the same order for each of its statements
+            k = len(self._nest[1])
+            assert tuple(str(e) for e in shape[:k]) == self._nest[1], (shape, self._nest)
+            shared, nest = (_outer_first(nest[:k]) if not self.on_gpu() else nest[:k]), nest[k:]
         # the CPU shares the outermost loop among threads; a GPU grid takes every parallel loop
-        loops = (_outer_first(nest) if op == "=" and not self.on_gpu() else nest) + list(zip(reds, red))
-        single = [var for var, ext in loops if str(ext).strip() == "1"]
+        loops = (_outer_first(nest) if op == "=" and not self.on_gpu() and not shared else nest) + list(zip(reds, red))
+        single = [var for var, ext in shared + loops if str(ext).strip() == "1"]
         if single:  # a loop of one iteration is its iterator at 0: nests then line up whatever their rank
             at_zero = re.compile(r"\b(" + "|".join(single) + r")\b")
             text, guard = at_zero.sub("0", text), [at_zero.sub("0", g) for g in guard]
+            shared = [(var, ext) for var, ext in shared if var not in single]
             loops = [(var, ext) for var, ext in loops if var not in single]
-        if not loops:  # a 0-d value: one iteration (the scheduler wants at least one loop)
+        if not loops and not shared:  # a 0-d value: one iteration (the scheduler wants at least one loop)
             loops = [("i0", "1")]
 
         def add(p: ProgramBuilder) -> None:
@@ -275,6 +319,8 @@ class SegmentLowering:
                 for cond in guard:
                     stack.enter_context(p.when(cond))
                 p.assign(text)
+        if self._nest is not None and shared:
+            add = _InNest(self._nest[0], tuple(shared), add)
         self.statements.append((text, add, self.current))
 
     # -- driving -----------------------------------------------------------------------------------
@@ -347,12 +393,21 @@ class SegmentLowering:
         p = ProgramBuilder(self.name, params=sorted(self.params))
         for name, (shape, dtype) in self.decls.items():
             p.array(name, shape if shape else ("1",), pt_dtype(dtype))
-        for _, add, node in self.statements:
-            try:
-                add(p)
-            except PolytriError as exc:
-                exc.node = node  # type: ignore[attr-defined]  # PolytriError declares no `node` (polytri/errors.py)
-                raise
+        with ExitStack() as nest:
+            open_nest: int | None = None
+            for _, add, node in self.statements:
+                if not isinstance(add, _InNest) or add.nest != open_nest:  # leave the nest, enter the next
+                    nest.close()
+                    open_nest = None
+                    if isinstance(add, _InNest):
+                        for var, ext in add.shared:
+                            nest.enter_context(p.loop(var, 0, ext))
+                        open_nest = add.nest
+                try:
+                    (add.inner if isinstance(add, _InNest) else add)(p)
+                except PolytriError as exc:
+                    exc.node = node  # type: ignore[attr-defined]  # PolytriError declares no `node` (polytri/errors.py)
+                    raise
         self.segment.shapes = dict(self.decls)
         self.segment.program = p
         return p

@@ -117,31 +117,32 @@ def _reduce_in_lanes(ctx: SegmentLowering, name: str, shape: tuple[str, ...], re
     outer = red[:-1]
     zeros = tuple("0" for _ in outer)
 
-    def lane_first(it: Index) -> str:
-        return x(it[:k], zeros + (it[k],))
-    start = init(lane_first) if init is not None else (lambda it: "0")
-    ctx.emit(part, shape + (str(width),), lambda it, r: start(it))
+    with ctx.one_nest(shape):  # each element's steps in one nest: its partial results stay in the cache
+        def lane_first(it: Index) -> str:
+            return x(it[:k], zeros + (it[k],))
+        start = init(lane_first) if init is not None else (lambda it: "0")
+        ctx.emit(part, shape + (str(width),), lambda it, r: start(it))
 
-    def cell(it: Index, lane: str) -> str:
-        return f"{part}[{', '.join(it + (lane,))}]"
+        def cell(it: Index, lane: str) -> str:
+            return f"{part}[{', '.join(it + (lane,))}]"
 
-    def acc_rhs(it: Index, r: Index) -> str:
-        return combine(cell(it, r[-1]), x(it, r[:-2] + (f"{width} * {r[-2]} + {r[-1]}",)))
-    q, lane = f"r{len(outer)}", f"r{len(outer) + 1}"  # emit's names of the last two reduction iterators
-    ctx.emit(part, shape, acc_rhs, red=outer + (str(whole + (rem > 0)), str(width)),
-             guard=(f"{width} * {q} + {lane} < {red[-1]}",) if rem else (), target_index=lambda it, r: it + (r[-1],))
-    if chains > 1:
-        def fold(it: Index, r: Index, lo: int = 0, n: int = chains) -> str:  # pairwise: ((0, 1), (2, 3))
-            if n == 1:
-                return cell(it, f"{r[0]} + {lo * lanes}" if lo else r[0])
-            return f"({combine(fold(it, r, lo, n // 2), fold(it, r, lo + n // 2, n // 2))})"
-        ctx.emit(part, shape, fold, red=(str(lanes),), target_index=lambda it, r: it + (r[0],))
+        def acc_rhs(it: Index, r: Index) -> str:
+            return combine(cell(it, r[-1]), x(it, r[:-2] + (f"{width} * {r[-2]} + {r[-1]}",)))
+        q, lane = f"r{len(outer)}", f"r{len(outer) + 1}"  # emit's names of the last two reduction iterators
+        ctx.emit(part, shape, acc_rhs, red=outer + (str(whole + (rem > 0)), str(width)),
+                 guard=(f"{width} * {q} + {lane} < {red[-1]}",) if rem else (), target_index=lambda it, r: it + (r[-1],))
+        if chains > 1:
+            def fold(it: Index, r: Index, lo: int = 0, n: int = chains) -> str:  # pairwise: ((0, 1), (2, 3))
+                if n == 1:
+                    return cell(it, f"{r[0]} + {lo * lanes}" if lo else r[0])
+                return f"({combine(fold(it, r, lo, n // 2), fold(it, r, lo + n // 2, n // 2))})"
+            ctx.emit(part, shape, fold, red=(str(lanes),), target_index=lambda it, r: it + (r[0],))
 
-    def tgt(it: Index) -> str:
-        return f"{name}[{', '.join(target(it)) or '0'}]"
-    first = (lambda it: cell(it, "0")) if init is not None else (lambda it: "0")
-    ctx.emit(name, shape, lambda it, r: first(it), index=target)
-    ctx.emit(name, shape, lambda it, r: combine(tgt(it), cell(it, r[0])), red=(str(lanes),), index=target)
+        def tgt(it: Index) -> str:
+            return f"{name}[{', '.join(target(it)) or '0'}]"
+        first = (lambda it: cell(it, "0")) if init is not None else (lambda it: "0")
+        ctx.emit(name, shape, lambda it, r: first(it), index=target)
+        ctx.emit(name, shape, lambda it, r: combine(tgt(it), cell(it, r[0])), red=(str(lanes),), index=target)
 
 
 def _record_lanes(ctx: SegmentLowering, name: str, extent: int, width: int, rem: int) -> None:

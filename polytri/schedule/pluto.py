@@ -357,6 +357,30 @@ def _shared_parallel_band(state: _State, pieces: list[isl.BasicMap], bounds: Row
     return band
 
 
+#: A shared parallel loop (policy ``outer``) that runs at most this many times in every statement is not
+#: fused for: it gives the threads little to share, and everything below it runs once per iteration.
+SHORT_SHARED = 4
+
+
+def _short(program: Program, row: Row) -> bool:
+    """Whether ``row`` runs over at most :data:`SHORT_SHARED` values in every statement that it moves (a
+    single iterator with a constant range; any other form counts as long)."""
+    moved = False
+    for st in program.statements:
+        coeffs = row.coeffs.get(st.name, ())
+        used = [j for j, c in enumerate(coeffs) if c]
+        if not used:
+            continue
+        if len(used) > 1:
+            return False
+        j = used[0]
+        hi, lo = st.domain.dim_max_val(j), st.domain.dim_min_val(j)
+        if not (hi.is_int() and lo.is_int()) or abs(coeffs[j]) * (hi.to_python() - lo.to_python()) >= SHORT_SHARED:
+            return False
+        moved = True
+    return moved
+
+
 def _fuse_outer(state: _State, pieces: list[isl.BasicMap], bounds: Rows) -> list[isl.BasicMap]:
     """The start of policy ``outer``; returns the dependence pieces left."""
     program = state.program
@@ -364,9 +388,20 @@ def _fuse_outer(state: _State, pieces: list[isl.BasicMap], bounds: Rows) -> list
     pieces = _uncarried(pieces, state.rows, program)
     first = len(state.rows)
     band = _shared_parallel_band(state, pieces, bounds, apart)
+    if band and _short(program, band[0]):
+        # a batch of 4 rows shared by a product and its epilogue: 4 iterations to share among threads, and
+        # each runs every nest below it, which streams the product's whole weight once per row
+        del state.rows[first:]
+        st = next(st for st in program.statements if any(band[0].coeffs.get(st.name, ())))
+        state.decide("short-shared-parallel", "program",
+                     f"the parallel loop the statements share runs at most {SHORT_SHARED} times "
+                     f"({band[0].text(st.name, st.iterators)} of {st.name}): fused as 'smart'",
+                     fuse="smart", most=SHORT_SHARED)
+        band = []
     if not band:
-        state.decide("no-shared-parallel", "program", "no parallel loop shared by the statements: fused as 'smart'",
-                     fuse="smart")
+        if not state.decisions or state.decisions[-1].kind != "short-shared-parallel":
+            state.decide("no-shared-parallel", "program", "no parallel loop shared by the statements: fused as "
+                         "'smart'", fuse="smart")
         _initial_cut(state, "smart", pieces)
         return _uncarried(pieces, state.rows[first:], program)
     state.fused_outer = Band(first, len(band))
