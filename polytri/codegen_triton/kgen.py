@@ -66,8 +66,7 @@ class _Ctx:
     zero: str = "pt__zero"
     """A block of int32 zeros of the current shape (added to pointers that vary along fewer axes)."""
     lanes: dict[str, str] | None = None
-    """Where the mask is a conjunction of one condition per block axis, each on that axis's counter alone
-    (a rectangular block): those conditions by counter; ``None`` where that is not known."""
+    """Of a rectangular block, the mask's condition on each axis's counter alone (else ``None``)."""
 
 
 def upper_exclusive(loop: For) -> Expr:
@@ -259,8 +258,7 @@ class KernelPrinter:
                 self.emit(depth, f"{loop.var} = pt__lo{loop.dim} + {pid} * {side} + "
                                  f"tl.arange(0, {side}){_AXIS[(self.rank, ax)]}")
                 conds.append(self.loop_guard(loop, ctx.names))
-                lo, hi = _loop_range(loop)
-                if lanes is not None and not (self.vector_in(lo) or self.vector_in(hi)):
+                if lanes is not None and not any(map(self.vector_in, _loop_range(loop))):
                     lanes[loop.var] = conds[-1]
                 else:
                     lanes = None
@@ -578,13 +576,9 @@ class KernelPrinter:
         self.emit(depth, f"{out} = {pr.cast(total, term_t, d)}")
         self.finish(red, out, d, lo, hi, depth, ctx)
 
-
     def operand_lanes(self, rv: str, cv: str, rows: str, cols: str, depth: int, ctx: _Ctx) -> None:
-        """``rv``: the rows of the block with an active lane, ``cv``: the columns.  For a rectangular block
-        these are the rows' and the columns' own conditions (each with a test that the other side has an
-        active lane), which Triton sees as constant over runs of lanes: the operand loads then vectorize
-        (16-byte copies into shared memory instead of one element a thread).  Otherwise, reductions of
-        the mask."""
+        """``rv`` / ``cv``: the block's rows / columns with an active lane.  Of a rectangular block, the rows' and
+        columns' own tests, constant over runs of lanes for Triton: the operand loads vectorize."""
         if ctx.lanes is not None and rows in ctx.lanes and cols in ctx.lanes:
             row, col = ctx.lanes[rows], ctx.lanes[cols]
             self.emit(depth, f"{rv} = ({row}) & (tl.max(({col}).to(tl.int32)) > 0)")
