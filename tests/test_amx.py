@@ -219,3 +219,27 @@ def test_torch_bfloat16_on_tiles_is_as_close_to_float32_as_eager(case: str) -> N
     assert any("pt__ukernel_bf16amxadd(" in k.source for k in report.kernels), [k.name for k in report.kernels]
     error = (report.result.double() - reference).abs().max().item()
     assert error <= 2 * eager_error + 1e-6, f"{case}: bfloat16 error {error:.3g}, eager's {eager_error:.3g}"
+
+
+def _gemm_along_k() -> pt.Program:
+    """``C = A B^T`` with ``B`` stored as a linear layer's weight, ``B[j, k]``: read along ``k``."""
+    p = pt.Program("amxmm_t", params=["M", "N", "K"])
+    p.array("C", ("M", "N"), "float32")
+    p.array("A", ("M", "K"), "bfloat16")
+    p.array("B", ("N", "K"), "bfloat16")
+    with p.loop("i", 0, "M"), p.loop("k", 0, "K"), p.loop("j", 0, "N"):
+        p.assign("C[i, j] += float32(A[i, k]) * float32(B[j, k])")
+    return p
+
+
+@needs_tiles
+@pytest.mark.parametrize("sizes", [(37, 70, 200), (33, 64, 128)])
+def test_weight_stored_along_the_sum_moves_to_the_tile_panels_in_squares(sizes: tuple[int, int, int]) -> None:
+    """Its pairs of ``k`` move in 16 x 16 squares of 32-bit units (a bfloat16 linear layer 768 -> 192 on 197
+    rows had spent about 45% of its time packing pair by pair, one thread); whole blocks and ragged ones."""
+    m, n, kk = sizes
+    k = _check_ir(_gemm_along_k(), dict(M=m, N=n, K=kk), {"threads": 1}, kernel="bf16amx",
+                  terms=lambda a: (a["A"][:, q, None] * a["B"][None, :, q] for q in range(a["K"])),
+                  torch_f32=lambda a: a["A"] @ a["B"].T)
+    [rec] = [d for d in k.decision_records if d.kind == "contraction"]
+    assert rec.data["transpose_squares"] == 16, rec.text

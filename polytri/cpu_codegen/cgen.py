@@ -470,7 +470,8 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     used = {(c.dtype.name, c.op, c.dot) for c in pr.contractions}
     kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd, options.fma, dot)
                       for t, op, dot in sorted(used, key=lambda u: (u[0], u[1], u[2] is not None)))
-    squares = {(c.dtype.name, lanes) for c in pr.contractions if (lanes := transpose_lanes(c)) is not None}
+    squares = {(c.dtype.name if c.dot is None else "float32", lanes) for c in pr.contractions
+               if (lanes := transpose_lanes(c)) is not None}
     kernels += "".join(transpose_kernel(dtypes.dtype(t), lanes, options.simd) for t, lanes in sorted(squares))
     outlined = "\n".join(pr.outlined)
     unique: list[Contraction] = []  # a nest inside a parallel loop is printed twice: outlined, and inline

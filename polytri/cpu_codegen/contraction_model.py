@@ -11,7 +11,7 @@ from ..ir.expr import Access, Expr, var_names
 from ..ir.program import Statement
 from ..pipeline.decisions import Decision
 from .blocking import vector_bytes
-from .dot_product import DotProduct, dot_blocking
+from .dot_product import DotProduct, dot_blocking, stored
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,9 @@ _SIZES = {"uint16_t": 2, "int16_t": 2, "uint8_t": 1, "int8_t": 1}
 
 def right_along_k(c: Contraction) -> bool:
     """Whether ``R`` is one array element whose last subscript moves with the (one) summed iterator and
-    not with the columns: stored along ``k``, it is read that way when it is packed."""
-    e = c.right
+    not with the columns: stored along ``k``, it is read that way when it is packed.  Of a dot-product
+    nest, whose panels hold the stored values, the element under the conversion."""
+    e = c.right if c.dot is None else stored(c.right)
     if len(c.k) != 1 or not isinstance(e, Access) or not e.index:
         return False
     last = var_names(e.index[-1], "iter")
@@ -110,9 +111,17 @@ def transpose_lanes(c: Contraction) -> int | None:
     registers (:mod:`.transpose`; ``None``: element by element): a vector's lanes, for a float nest (no
     dot-product panels, no guard on the instances) whose right operand is stored along ``k``, in blocks
     of whole squares.  The operand has the nest's type (:func:`.contraction.find_contraction`), so its
-    values are moved unconverted."""
+    values are moved unconverted.  The panels of a bfloat16 dot-product nest hold each pair of values of
+    ``k`` as the weight's row does: the squares move pairs, as float32 values whose bits they keep.  (The
+    8-bit integer panels are left to the element loop: some widen or reorder the stored values.)"""
     kb = transpose_block(c)
-    if kb is None or c.dot is not None or c.guard is not None or c.dtype.itemsize not in (4, 8):
+    if kb is None or c.guard is not None:
+        return None
+    if c.dot is not None:  # a pair of bfloat16 values of k moves as one 32-bit unit
+        lanes = vector_bytes() // 4
+        pairs = c.dot.right_type == "uint16_t" and c.dot.group == 2 and not c.dot.descending
+        return lanes if pairs and kb % (lanes * 2) == 0 else None
+    if c.dtype.itemsize not in (4, 8):
         return None
     lanes = vector_bytes() // c.dtype.itemsize
     return lanes if lanes >= 2 and kb % lanes == 0 else None

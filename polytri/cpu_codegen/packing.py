@@ -349,21 +349,27 @@ class _NestPrinter:
         through to the element loop that follows (after ``else``)."""
         c, b = self.c, self.b
         lanes = transpose_lanes(c)
-        right = c.right
+        right = c.right if c.dot is None else stored(c.right)
         if lanes is None or not isinstance(right, Access):  # transpose_lanes: R is an element stored along k
             return
+        g = self.gr if c.dot is not None else 1  # values of k per moved unit
         self.out(8, f"if (pt__kb + {kb} <= pt__kc && pt__jr + {b.nr} <= pt__nc) {{  /* a whole block: squares */",
                  f"  for (int64_t pt__qt = 0; pt__qt < {b.nr}; pt__qt += {lanes})",
-                 f"    for (int64_t pt__kt = pt__kb; pt__kt < pt__kb + {kb}; pt__kt += {lanes}) {{",
+                 f"    for (int64_t pt__kt = pt__kb; pt__kt < pt__kb + {kb}; pt__kt += {lanes * g}) {{",
                  f"      const {self.rt} *pt__s[3];")
-        for j, (dq, dk) in enumerate(((0, 0), (1, 0), (0, 1))):
+        for j, (dq, dk) in enumerate(((0, 0), (1, 0), (0, g))):
             self.out(11, "{")
             self.unflatten(12, c.k, "pt__k", f"pt__pc + pt__kt + {dk}")
             self.scoped(12, {**renv, c.b: f"pt__jc + pt__jr + pt__qt + {dq}"}, (right,),
                         [f"pt__s[{j}] = &{self.ref(right)};"])
             self.out(11, "}")
-        self.out(11, f"pt__transpose_{c.dtype.name}(pt__s[0], pt__s[1] - pt__s[0], pt__s[2] - pt__s[0], "
-                     f"pt__bp + pt__jr * pt__kc + pt__kt * {b.nr} + pt__qt, {b.nr});")
+        if c.dot is None:
+            self.out(11, f"pt__transpose_{c.dtype.name}(pt__s[0], pt__s[1] - pt__s[0], pt__s[2] - pt__s[0], "
+                         f"pt__bp + pt__jr * pt__kc + pt__kt * {b.nr} + pt__qt, {b.nr});")
+        else:  # groups of k as float32 units: strides in units, the square's corner in the grouped panel
+            self.out(11, f"pt__transpose_float32((const float *)pt__s[0], (pt__s[1] - pt__s[0]) / {g}, "
+                         f"(pt__s[2] - pt__s[0]) / {g}, (float *)(pt__bp + pt__jr * {self.grouped('pt__kc')} + "
+                         f"pt__kt * {b.nr} + pt__qt * {g}), {b.nr});")
         self.out(10, "}")
         self.out(8, "} else")
 
