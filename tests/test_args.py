@@ -287,3 +287,30 @@ def test_a_program_without_indirect_subscripts_builds_no_index_check(monkeypatch
     bound = bind(prog, args)  # the extents' equations, memoized per program, infer both parameters
     assert bound.params == {"M": 5, "N": 7}
     assert bind(prog, make_args(KERNELS["atax"], {"M": 3, "N": 2})).params == {"M": 3, "N": 2}
+
+
+def test_parameters_that_violate_the_assumptions_are_rejected_after_good_ones() -> None:
+    """Parameter values that met the program's assumptions are remembered (the isl test costs ~20 us a
+    call); others are still tested and rejected, however many good calls came before."""
+    p = pt.Program("assumed", params=["N"])
+    p.assume("N >= 3")
+    p.array("A", ("N",), "float32")
+    with p.loop("i", 0, "N"):
+        p.assign("A[i] = 1.0")
+    prog = to_program(p)
+    for _ in range(2):
+        assert bind(prog, {"A": np.zeros(5, np.float32)}).params == {"N": 5}
+    with pytest.raises(pt.ArgumentError, match="assumptions"):
+        bind(prog, {"A": np.zeros(2, np.float32)})
+    assert bind(prog, {"A": np.zeros(3, np.float32)}).params == {"N": 3}
+
+
+def test_the_element_type_of_an_array_is_named_once_per_dtype() -> None:
+    from polytri import dtypes
+    assert dtypes.of_array(np.zeros(2, np.float32)) is dtypes.FLOAT32
+    assert dtypes.of_array(torch.zeros(2, dtype=torch.bfloat16)) is dtypes.BFLOAT16
+    assert dtypes.of_array(np.zeros(2, np.float32)) is dtypes.FLOAT32  # from the memo
+    with pytest.raises(pt.TypeCheckError, match="complex64"):
+        dtypes.of_array(np.zeros(2, np.complex64))
+    with pytest.raises(pt.TypeCheckError, match="complex64"):
+        dtypes.of_array(np.zeros(2, np.complex64))  # refused every time, never remembered

@@ -45,6 +45,10 @@ def _shape(x: Any) -> tuple[int, ...]:
     return shape if type(shape) is tuple else tuple(int(s) for s in shape)  # numpy's: ints already
 
 
+# numpy 2 moved byte_bounds (its old name answers through a slow module __getattr__): looked up once
+_byte_bounds = vars(np).get("byte_bounds") or np.lib.array_utils.byte_bounds
+
+
 def _memory_range(x: Any) -> tuple[int, int] | None:
     """[start, end) of the bytes an array may touch (None for empty arrays)."""
     if 0 in _shape(x):
@@ -53,7 +57,7 @@ def _memory_range(x: Any) -> tuple[int, int] | None:
         start = x.data_ptr()
         span = sum((s - 1) * st for s, st in zip(x.shape, x.stride())) + 1
         return start, start + span * x.element_size()
-    lo, hi = np.byte_bounds(x) if hasattr(np, "byte_bounds") else np.lib.array_utils.byte_bounds(x)
+    lo, hi = _byte_bounds(x)
     return lo, hi
 
 
@@ -238,9 +242,17 @@ def _infer_params(program: Program, given: dict[str, int], arrays: dict[str, Any
 
 
 def _check_context(program: Program, params: dict[str, int]) -> None:
+    # parameter values that met the assumptions before, remembered per program (an isl operation a call)
+    passed: set[tuple[tuple[str, int], ...]] = program._memo("context_passed", set)
+    key = tuple(sorted(params.items()))
+    if key in passed:
+        return
     if fix_params(program.context, params).is_empty():
         raise ArgumentError(f"{program.name}: parameters {params} violate the program's assumptions "
                             f"{program.context}")
+    if len(passed) >= 256:  # many sizes: keep the memo small
+        passed.clear()
+    passed.add(key)
 
 
 def _convert_scalar(program: Program, name: str, value: Any) -> Any:
