@@ -107,6 +107,17 @@ def test_operand_stored_along_the_sum(sizes: dict) -> None:
     _check(_gemm(transposed=True), sizes, {"threads": 2})
 
 
+@pytest.mark.skipif(not HAS_BF16_DOT, reason="no AVX-512 BF16 on this machine")
+def test_pairs_of_an_operand_stored_along_the_sum_move_in_squares() -> None:
+    """``vdpbf16ps``'s panels hold each pair of k in descending order: a weight stored along k still moves
+    in 16 x 16 squares of pairs, whose halves are then exchanged.  The sums are the float32 loop's, bit
+    for bit (the test above, whose larger size has whole blocks)."""
+    k = pt.compile(_gemm(transposed=True), "cpu")
+    [rec] = [d for d in k.decision_records if d.kind == "contraction"]
+    assert rec.data["instruction"] == "AVX-512 BF16 vdpbf16ps" and rec.data["transpose_squares"] == 16, rec.text
+    assert "pt__transpose_pairs_swapped(" in k.source
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_padded_batched_convolution(threads: int) -> None:
     _check(_conv(), {}, {"threads": threads})

@@ -29,7 +29,7 @@ from .packing import contraction_lines
 from .parallel_plan import MIN_WORK, RegionChoice, Split, choose_region
 from .prelude import prelude
 from .private import local_name, private_arrays
-from .transpose import transpose_kernel
+from .transpose import swapped_pairs_kernel, transpose_kernel
 
 
 @dataclass(frozen=True)
@@ -473,6 +473,9 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     squares = {(c.dtype.name if c.dot is None else "float32", lanes) for c in pr.contractions
                if (lanes := transpose_lanes(c)) is not None}
     kernels += "".join(transpose_kernel(dtypes.dtype(t), lanes, options.simd) for t, lanes in sorted(squares))
+    swapped = sorted({lanes for c in pr.contractions
+                      if c.dot is not None and c.dot.descending and (lanes := transpose_lanes(c)) is not None})
+    kernels += "".join(swapped_pairs_kernel(lanes) for lanes in swapped)
     outlined = "\n".join(pr.outlined)
     unique: list[Contraction] = []  # a nest inside a parallel loop is printed twice: outlined, and inline
     for c in pr.contractions:

@@ -112,14 +112,15 @@ def transpose_lanes(c: Contraction) -> int | None:
     dot-product panels, no guard on the instances) whose right operand is stored along ``k``, in blocks
     of whole squares.  The operand has the nest's type (:func:`.contraction.find_contraction`), so its
     values are moved unconverted.  The panels of a bfloat16 dot-product nest hold each pair of values of
-    ``k`` as the weight's row does: the squares move pairs, as float32 values whose bits they keep.  (The
-    8-bit integer panels are left to the element loop: some widen or reorder the stored values.)"""
+    ``k`` together: the squares move pairs, as float32 values whose bits they keep (``vdpbf16ps``'s panels,
+    whose pairs are in descending order, then exchange each pair's halves).  The 8-bit integer panels are
+    left to the element loop: some widen the stored values."""
     kb = transpose_block(c)
     if kb is None or c.guard is not None:
         return None
     if c.dot is not None:  # a pair of bfloat16 values of k moves as one 32-bit unit
         lanes = vector_bytes() // 4
-        pairs = c.dot.right_type == "uint16_t" and c.dot.group == 2 and not c.dot.descending
+        pairs = c.dot.right_type == "uint16_t" and c.dot.group == 2  # descending: halves swapped after
         return lanes if pairs and kb % (lanes * 2) == 0 else None
     if c.dtype.itemsize not in (4, 8):
         return None

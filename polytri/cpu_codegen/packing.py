@@ -367,7 +367,8 @@ class _NestPrinter:
             self.out(11, f"pt__transpose_{c.dtype.name}(pt__s[0], pt__s[1] - pt__s[0], pt__s[2] - pt__s[0], "
                          f"pt__bp + pt__jr * pt__kc + pt__kt * {b.nr} + pt__qt, {b.nr});")
         else:  # groups of k as float32 units: strides in units, the square's corner in the grouped panel
-            self.out(11, f"pt__transpose_float32((const float *)pt__s[0], (pt__s[1] - pt__s[0]) / {g}, "
+            swap = "pairs_swapped" if c.dot.descending else "float32"
+            self.out(11, f"pt__transpose_{swap}((const float *)pt__s[0], (pt__s[1] - pt__s[0]) / {g}, "
                          f"(pt__s[2] - pt__s[0]) / {g}, (float *)(pt__bp + pt__jr * {self.grouped('pt__kc')} + "
                          f"pt__kt * {b.nr} + pt__qt * {g}), {b.nr});")
         self.out(10, "}")

@@ -57,4 +57,22 @@ def transpose_kernel(d: DType, lanes: int, simd: bool) -> str:
             + "}\n")
 
 
-__all__ = ["INT_OF_SIZE", "transpose_kernel"]
+def swapped_pairs_kernel(lanes: int) -> str:
+    """``pt__transpose_pairs_swapped``: :func:`transpose_kernel`'s float32 square of 32-bit units, each unit's
+    two 16-bit halves then exchanged: the pairs of ``k`` of a panel that holds them in descending order
+    (``vdpbf16ps``'s, :data:`.dot_product.BF16_PAIRS`), moved from a weight's rows in ascending order."""
+    return (f"/* pt__transpose_float32, then the two halves of each 32-bit unit exchanged (pairs of k, descending) */\n"
+            f"static inline void pt__transpose_pairs_swapped(const float *restrict src, int64_t lds, int64_t ldk, "
+            f"float *restrict dst, int64_t ldd) {{\n"
+            f"  pt__transpose_float32(src, lds, ldk, dst, ldd);\n"
+            f"  for (int k = 0; k < {lanes}; k++)\n"
+            f"    for (int q = 0; q < {lanes}; q++) {{\n"
+            f"      uint32_t u;\n"
+            f"      __builtin_memcpy(&u, dst + k * ldd + q, 4);\n"
+            f"      u = (u >> 16) | (u << 16);\n"
+            f"      __builtin_memcpy(dst + k * ldd + q, &u, 4);\n"
+            f"    }}\n"
+            f"}}\n")
+
+
+__all__ = ["INT_OF_SIZE", "swapped_pairs_kernel", "transpose_kernel"]
