@@ -164,8 +164,9 @@ class _KernelStep:
         it, and bind its results (and the views torch makes of them) in ``env``."""
         kwargs: dict[str, Any] = {p: params[p] for p in self.params}
         inputs, ptrs = self._input_args(env)
-        # new arrays on the inputs' device (a kernel without tensor inputs makes CPU arrays)
-        device = inputs[0].device if inputs else torch.device("cpu")
+        # new arrays on the inputs' device (a kernel without inputs: the graph's, from its other values)
+        device = inputs[0].device if inputs else next(
+            (v.device for v in env.values() if isinstance(v, torch.Tensor)), torch.device("cpu"))
         made = self._output_args(params, kwargs, device)
         self._temp_args(params, temps, kwargs, device)
         if self.kernel is not None:

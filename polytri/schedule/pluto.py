@@ -357,8 +357,8 @@ def _shared_parallel_band(state: _State, pieces: list[isl.BasicMap], bounds: Row
     return band
 
 
-#: A shared parallel loop (policy ``outer``) that runs at most this many times in every statement is not
-#: fused for: it gives the threads little to share, and everything below it runs once per iteration.
+#: Shared parallel loops (policy ``outer``) that each run at most this many times in every statement are
+#: not fused for: they give the threads little to share, and everything below runs once per iteration.
 SHORT_SHARED = 4
 
 
@@ -388,9 +388,10 @@ def _fuse_outer(state: _State, pieces: list[isl.BasicMap], bounds: Rows) -> list
     pieces = _uncarried(pieces, state.rows, program)
     first = len(state.rows)
     band = _shared_parallel_band(state, pieces, bounds, apart)
-    if band and _short(program, band[0]):
+    if band and all(_short(program, row) for row in band):
         # a batch of 4 rows shared by a product and its epilogue: 4 iterations to share among threads, and
-        # each runs every nest below it, which streams the product's whole weight once per row
+        # each runs every nest below it, which streams the product's whole weight once per row (a longer
+        # shared loop beside it, as attention's tokens beside its 3 heads, keeps the band)
         del state.rows[first:]
         st = next(st for st in program.statements if any(band[0].coeffs.get(st.name, ())))
         state.decide("short-shared-parallel", "program",
