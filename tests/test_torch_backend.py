@@ -264,6 +264,20 @@ def test_each_element_of_a_reduction_in_lanes_runs_its_steps_in_one_nest() -> No
     torch.testing.assert_close(report.result, x.sum(-1), rtol=1e-5, atol=1e-5)
 
 
+def test_a_product_of_a_few_rows_runs_its_rows_inside_each_chunk_of_the_sum() -> None:
+    """A linear layer on 4 rows, summed in vector lanes: each chunk of a weight's row is loaded (and
+    converted) once for the 4 rows, which run inside the chunk loop (the zoo's MLP on one thread, in one
+    process: 0.885 -> 0.650 ms in bfloat16, 0.868 -> 0.724 ms in float32)."""
+    from polytri.ir.textform import parse_program
+    x, w = torch.randn(4, 256), torch.randn(96, 256)
+    report = pt.explain(lambda x, w: torch.nn.functional.linear(x, w), x, w)
+    [kernel] = report.kernels
+    prog = parse_program(kernel.program)
+    [acc] = [st for st in prog.statements if st.target.array.endswith("_lanes") and len(st.iterators) == 4]
+    assert acc.iterators == ("i0", "r0", "i1", "r1"), (acc.name, acc.iterators)  # column, chunk, row, lane
+    torch.testing.assert_close(report.result, x @ w.T, rtol=1e-5, atol=1e-5)
+
+
 def test_causal_attention_with_an_infinite_mask_is_lowered() -> None:
     def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         t = q.shape[-2]

@@ -286,9 +286,11 @@ class SegmentLowering:
     def emit(self, target: str, shape: Sequence[str], rhs: Rhs,
              op: str = "=", red: Sequence[str] = (), guard: Sequence[str] = (),
              index: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None,
-             target_index: Callable[[tuple[str, ...], tuple[str, ...]], tuple[str, ...]] | None = None) -> None:
+             target_index: Callable[[tuple[str, ...], tuple[str, ...]], tuple[str, ...]] | None = None,
+             kept_inside: bool = False) -> None:
         """Add ``target[i...] op rhs(i..., r...)`` over ``shape`` (then the reduction loops ``red``), where
-        every affine condition of ``guard`` holds."""
+        every affine condition of ``guard`` holds; ``kept_inside``: the loops over ``shape`` that the
+        current nest (:meth:`one_nest`) does not share run inside the first reduction loop."""
         if any(str(e).strip() == "0" for e in (*shape, *red)):
             return  # no instances (the scheduler is not handed empty domains)
         iters = tuple(f"i{d}" for d in range(len(shape)))
@@ -303,6 +305,8 @@ class SegmentLowering:
             shared, nest = (_outer_first(nest[:k]) if not self.on_gpu() else nest[:k]), nest[k:]
         # the CPU shares the outermost loop among threads; a GPU grid takes every parallel loop
         loops = (_outer_first(nest) if op == "=" and not self.on_gpu() and not shared else nest) + list(zip(reds, red))
+        if kept_inside and red:
+            loops = loops[len(nest):len(nest) + 1] + nest + loops[len(nest) + 1:]
         single = [var for var, ext in shared + loops if str(ext).strip() == "1"]
         if single:  # a loop of one iteration is its iterator at 0: nests then line up whatever their rank
             at_zero = re.compile(r"\b(" + "|".join(single) + r")\b")

@@ -103,7 +103,8 @@ def _skinny_product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, acc: to
     name = ctx.temp(node.name + "_t", (cols, rows), acc)
     terms = Val((cols, rows, k), acc, lambda it: f"{cast(a.load((it[1], it[2])), a.dtype, acc)} * "
                                                  f"{cast(b.load((it[2], it[0])), b.dtype, acc)}", ops=1)
-    reduce_into(ctx, name, terms, [2], False, init=None, combine=lambda x, y: f"{x} + {y}", acc=acc)
+    reduce_into(ctx, name, terms, [2], False, init=None, combine=lambda x, y: f"{x} + {y}", acc=acc,
+                few_inside=True)
     return Val((rows, cols), acc, lambda idx: f"{name}[{idx[1]}, {idx[0]}]")
 
 

@@ -47,8 +47,8 @@ def _split(v: Val, dims: Sequence[int]) -> tuple[list[int], Callable[[Index, Ind
 
 def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], keepdim: bool, *,
                 init: Callable[[Callable[[Index], str]], Callable[[Index], str]] | None,
-                combine: Callable[[str, str], str], acc: torch.dtype, value: Callable[[str], str] | None = None
-                ) -> None:
+                combine: Callable[[str, str], str], acc: torch.dtype, value: Callable[[str], str] | None = None,
+                few_inside: bool = False) -> None:
     """``name[kept...] = combine(name, x)`` over the reduced dims of ``v`` (after an init statement).
 
     ``init`` maps "load of the first reduced element" to the initial value (``None``: 0).  The elements
@@ -68,7 +68,8 @@ def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], ke
     ext = red[-1] if dims and dims[-1] == v.rank - 1 else ""
     if lanes and ext.isdigit() and int(ext) >= 4 * lanes:
         chains = ACCUMULATORS if int(ext) >= 4 * ACCUMULATORS * lanes else 1
-        _reduce_in_lanes(ctx, name, shape, red, lanes, chains, x, target, init=init, combine=combine, acc=acc)
+        _reduce_in_lanes(ctx, name, shape, red, lanes, chains, x, target, init=init, combine=combine, acc=acc,
+                         few_inside=few_inside)
         return
 
     def tgt(it: Index) -> str:
@@ -104,11 +105,13 @@ ACCUMULATORS = 4
 def _reduce_in_lanes(ctx: SegmentLowering, name: str, shape: tuple[str, ...], red: tuple[str, ...], lanes: int,
                      chains: int, x: Callable[[Index, Index], str], target: Callable[[Index], Index], *,
                      init: Callable[[Callable[[Index], str]], Callable[[Index], str]] | None,
-                     combine: Callable[[str, str], str], acc: torch.dtype) -> None:
+                     combine: Callable[[str, str], str], acc: torch.dtype, few_inside: bool = False) -> None:
     """The reduction in steps: ``chains * lanes`` partial results over the innermost reduced dimension split
     as ``width * q + l`` (``l`` innermost, parallel; the last ``q`` covers only the elements left when the
     extent is not a multiple of ``width``, in the first partial results), folded pairwise into the first
-    ``lanes`` (one statement, a parallel loop over the lanes), then those combined in order."""
+    ``lanes`` (one statement, a parallel loop over the lanes), then those combined in order.  With
+    ``few_inside`` (a product of a few rows), the kept dimensions after the first run inside each step of
+    the accumulation: a chunk of the other factor (a weight's row) is loaded once for all the rows."""
     width = lanes * chains
     whole, rem = divmod(int(red[-1]), width)
     _record_lanes(ctx, name, int(red[-1]), width, rem)
@@ -117,7 +120,8 @@ def _reduce_in_lanes(ctx: SegmentLowering, name: str, shape: tuple[str, ...], re
     outer = red[:-1]
     zeros = tuple("0" for _ in outer)
 
-    with ctx.one_nest(shape):  # each element's steps in one nest: its partial results stay in the cache
+    nest = shape[:1] if few_inside else shape
+    with ctx.one_nest(nest):  # each element's steps in one nest: its partial results stay in the cache
         def lane_first(it: Index) -> str:
             return x(it[:k], zeros + (it[k],))
         start = init(lane_first) if init is not None else (lambda it: "0")
@@ -130,7 +134,8 @@ def _reduce_in_lanes(ctx: SegmentLowering, name: str, shape: tuple[str, ...], re
             return combine(cell(it, r[-1]), x(it, r[:-2] + (f"{width} * {r[-2]} + {r[-1]}",)))
         q, lane = f"r{len(outer)}", f"r{len(outer) + 1}"  # emit's names of the last two reduction iterators
         ctx.emit(part, shape, acc_rhs, red=outer + (str(whole + (rem > 0)), str(width)),
-                 guard=(f"{width} * {q} + {lane} < {red[-1]}",) if rem else (), target_index=lambda it, r: it + (r[-1],))
+                 guard=(f"{width} * {q} + {lane} < {red[-1]}",) if rem else (), target_index=lambda it, r: it + (r[-1],),
+                 kept_inside=few_inside)
         if chains > 1:
             def fold(it: Index, r: Index, lo: int = 0, n: int = chains) -> str:  # pairwise: ((0, 1), (2, 3))
                 if n == 1:
