@@ -72,3 +72,16 @@ def integer_contraction(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarr
     """``c + a @ b`` in int32 arithmetic modulo 2**32 (what ``C[i, j] += int32(A[i, k]) * int32(B[k, j])``
     computes in any order): exact products and sums in int64 (no overflow below 2**63), then wrapped."""
     return (c.astype(np.int64) + a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
+
+
+def assert_suite_arrays_match(name: str, params: dict, args: dict[str, Any], got: dict[str, Any],
+                              want: dict[str, Any]) -> None:
+    """Every array of the suite kernel ``name``'s arguments ``args``: ``got`` (numpy arrays, or tensors on
+    any device) equals the reference's ``want`` within the suite's tolerances (float32 1e-4, float64 1e-9)."""
+    arrays = [n for n, v in args.items() if isinstance(v, np.ndarray)]
+    assert arrays
+    for n in arrays:
+        g = got[n].cpu().numpy() if hasattr(got[n], "cpu") else got[n]
+        f32 = args[n].dtype == np.float32
+        np.testing.assert_allclose(g, want[n], rtol=1e-4 if f32 else 1e-9, atol=1e-5 if f32 else 1e-12,
+                                   err_msg=f"{name}: array {n!r} differs from the reference with {params}")

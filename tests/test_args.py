@@ -305,7 +305,9 @@ def test_parameters_that_violate_the_assumptions_are_rejected_after_good_ones() 
     assert bind(prog, {"A": np.zeros(3, np.float32)}).params == {"N": 3}
 
 
-def test_the_element_type_of_an_array_is_named_once_per_dtype() -> None:
+def test_element_types_are_found_and_refused_alike_through_the_memo() -> None:
+    """The same answers on a second call, which the memo of ``of_array`` answers; an unsupported type is
+    refused each time (only answers are remembered)."""
     from polytri import dtypes
     assert dtypes.of_array(np.zeros(2, np.float32)) is dtypes.FLOAT32
     assert dtypes.of_array(torch.zeros(2, dtype=torch.bfloat16)) is dtypes.BFLOAT16

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from oracles import assert_suite_arrays_match
 
 import polytri as pt
 from polytri.codegen_triton.kernel import TritonKernel
@@ -34,12 +35,7 @@ def _check(name: str, params: dict[str, int], target: str = "nvgpu", kernel: Tri
     want, got = copy_args(args), copy_args(args)
     pt.reference(_program(name), **want)
     (kernel or _compiled(name, target))(**got)
-    arrays = [n for n, v in args.items() if isinstance(v, np.ndarray)]
-    assert arrays
-    for n in arrays:
-        f32 = args[n].dtype == np.float32
-        np.testing.assert_allclose(got[n], want[n], rtol=1e-4 if f32 else 1e-9, atol=1e-5 if f32 else 1e-12,
-                                   err_msg=f"{name}: array {n!r} differs from the reference with {params}")
+    assert_suite_arrays_match(name, params, args, got, want)
 
 
 @pytest.mark.parametrize("name", list(KERNELS))

@@ -144,9 +144,6 @@ class Segment:
     """What the lowering chose for some nodes (an integer contraction), as ``explain()`` reports it."""
 
 
-Loops = list[tuple[str, str]]
-
-
 @dataclass(frozen=True)
 class _InNest:
     """A statement's builder that runs inside loops it shares with the statements next to it (one nest per
@@ -298,7 +295,7 @@ class SegmentLowering:
         tidx = target_index(iters, reds) if target_index else index(iters) if index is not None else iters
         text = f"{target}[{', '.join(tidx) if tidx else '0'}] {op} {rhs(iters, reds)}"
         nest = list(zip(iters, shape))
-        shared: Loops = []
+        shared: list[tuple[str, str]] = []
         if self._nest is not None:  # the nest's loops first, in the same order for each of its statements
             k = len(self._nest[1])
             assert tuple(str(e) for e in shape[:k]) == self._nest[1], (shape, self._nest)
