@@ -1,5 +1,7 @@
 """The default tiles where a loop's reuse exceeds the L2 cache at the sizes of the call
-(:mod:`polytri.schedule.reuse`): both versions are compiled, the kernel picks one when it runs."""
+(:mod:`polytri.schedule.reuse`): both versions are compiled, the kernel picks one when it runs.  Pluto's
+schedules get Pluto's tiles; stencils kept in their input order get time tiles around it
+(:mod:`polytri.schedule.time_tiles`)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from polytri.ir.affine import evaluate
 from polytri.ir.builder import to_program
 from polytri.schedule import choose
 from polytri.schedule.dependences import compute_dependences
-from polytri.schedule.loop_ast import If, build_loop_ast
+from polytri.schedule.loop_ast import Block, For, If, build_loop_ast, guarded_in_innermost
 from polytri.schedule.reuse import loop_reuse, reuse_exceeding
 from polytri.schedule.schedule import original_schedule
+from polytri.schedule.time_tiles import SIZES, spanning_band
 from polytri.suite import KERNELS
+from polytri.suite.datasets import DATASETS
 
 pytestmark = pytest.mark.cc
 
@@ -91,3 +95,74 @@ def test_each_schedule_of_a_versioned_kernel_is_a_function_of_its_own() -> None:
     main = src[src.rindex("\nvoid pt_syrk("):]
     assert "static void pt_syrk_v0(" in src and "static void pt_syrk_v1(" in src
     assert "pt_syrk_v0(" in main and "pt_syrk_v1(" in main and "for (" not in main
+
+
+def _loops(n):
+    """Every ``For`` of a loop AST."""
+    if isinstance(n, For):
+        return [n, *_loops(n.body)]
+    if isinstance(n, Block):
+        return [x for c in n.body for x in _loops(c)]
+    if isinstance(n, If):
+        return _loops(n.then) + (_loops(n.orelse) if n.orelse is not None else [])
+    return []
+
+
+@pytest.mark.parametrize("name", ["jacobi_2d", "fdtd_2d"])
+def test_2d_stencils_kept_in_the_input_order_run_it_in_time_tiles_above_the_cache(name: str) -> None:
+    prog, (sched, decisions, ast) = _auto(name)
+    assert isinstance(ast, If) and sched.origin == "original"
+    assert sched.label == "original/time-tiled by size"
+    (tiles,) = [d for d in sched.alternative.decisions if d.kind == "time-tile"]
+    assert tiles.data["wavefront"] and tiles.data["sizes"] == SIZES
+    tiled_dims = len(SIZES)
+    # the tiled version's innermost loops are the input order's: whole rows, in SIMD lanes, no guard
+    tiled, untiled = ast.then, ast.orelse
+    assert not guarded_in_innermost(tiled)
+    inner = [(f.dim - tiled_dims, f.lanes) for f in _loops(tiled) if f.innermost]
+    assert inner and inner == [(f.dim, f.lanes) for f in _loops(untiled) if f.innermost]
+    assert all(lanes for _, lanes in inner)
+    # the wavefront's second tile loop is parallel
+    assert [f.parallel for f in _loops(tiled) if f.dim < 2][:2] == [False, True]
+    medium, large = (DATASETS[d][name] for d in ("medium", "large"))
+    assert not _exceeds(reuse_exceeding(prog, untiled, 2 << 20)[1], medium, 2 << 20)
+    assert _exceeds(reuse_exceeding(prog, untiled, 2 << 20)[1], large, 2 << 20)
+
+
+def test_a_3d_stencil_keeps_its_input_order_untiled() -> None:
+    # tiles of whole planes outgrow the L2, smaller ones reread each point fewer than twice
+    _, (sched, _, ast) = _auto("heat_3d")
+    assert sched.origin == "original" and sched.alternative is None and not isinstance(ast, If)
+
+
+@pytest.mark.parametrize("name", ["jacobi_2d", "fdtd_2d"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_time_tiled_version_is_right(name: str, threads: int, monkeypatch: pytest.MonkeyPatch,
+                                        suite_kernel_agrees) -> None:
+    # a 64-byte "cache" makes the time-tiled version run at test sizes; sides of 2 give many tiles
+    monkeypatch.setattr(choose, "cache_sizes", lambda: {1: 64, 2: 64, 3: 64})
+    k = pt.compile(KERNELS[name].build(), options={"threads": threads, "tile_size": 2})
+    assert k.schedule_info.label == "original/time-tiled by size"
+    suite_kernel_agrees(k, name, {"T": 5, "N": 13, "NX": 11, "NY": 9})
+
+
+def test_a_stencil_among_other_loops_gets_no_time_tiles() -> None:
+    """Time tiles need one band that every statement runs in: a statement before the time loop (here, an
+    initialisation) leaves the input order untiled."""
+    p = pt.Program("init_then_jacobi", params=["T", "N"])
+    p.array("A", ("N", "N"))
+    p.array("B", ("N", "N"))
+    with p.loop("i", 0, "N"):   # one loop: the band of the stencil is the only one of two dimensions or more
+        p.assign("A[i, 0] = 0.5 * A[i, 0]")
+    with p.loop("t", 0, "T"):
+        with p.loop("i", 1, "N - 1"), p.loop("j", 1, "N - 1"):
+            p.assign("B[i, j] = 0.25 * (A[i - 1, j] + A[i + 1, j] + A[i, j - 1] + A[i, j + 1])")
+        with p.loop("i", 1, "N - 1"), p.loop("j", 1, "N - 1"):
+            p.assign("A[i, j] = B[i, j]")
+    prog = to_program(p)
+    deps = compute_dependences(prog)
+    sched, _, _ = choose.choose_schedule(prog, deps, "pluto", "smart", False, None)
+    assert [b.width for b in sched.bands if b.width >= 2] == [3]   # the stencil's skewed band, after the initialisation
+    assert spanning_band(sched) is None
+    auto, _, _ = choose.choose_schedule(prog, deps, "auto", "smart", None, None, vector_loops=True)
+    assert auto.alternative is None

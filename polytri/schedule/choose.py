@@ -37,6 +37,7 @@ from .pluto import SchedulingError, pluto_schedule
 from .reuse import reuse_exceeding
 from .schedule import Alternative, Schedule, original_schedule
 from .tiling import cache_sizes, tile_schedule
+from .time_tiles import time_tiles
 
 log = logging.getLogger("polytri.schedule")
 
@@ -111,6 +112,8 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
         if why is not None:
             log.info("%s: %s", prog.name, why.text)
             chosen = (original, [_original_order(prog, why.code, why.text, **why.data)] + decisions, theirs)
+            if why.code == "parallelism-lost" and tile is None and vector_loops:
+                return _time_tiled_where_reuse_exceeds_cache(prog, deps, untiled, chosen, tile_size)
     if kind == "auto" and tile is None and sched is untiled and chosen[0] is sched:
         return _tiled_where_reuse_exceeds_cache(prog, deps, untiled, chosen, tile_size, vector_loops, packed)
     if kind == "auto" and tile is None and sched is not untiled and chosen[0] is sched:
@@ -160,6 +163,39 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
     log.info("%s: %s", prog.name, why)
     both = replace(sched, alternative=Alternative(tiled.origin, "size", tiled.decisions))
     return both, decisions + [why], If(cond, tiled_ast, ast)
+
+
+def _time_tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, pluto: Schedule, chosen: Chosen,
+                                          tile_size: int | None) -> Chosen:
+    """``chosen`` (the input order, kept because Pluto's skewed schedule lost its parallel loops: the
+    stencils), or, where a loop of its AST carries reuse that exceeds the L2 cache at the sizes of the
+    call, the input order run in time tiles of Pluto's band (:mod:`.time_tiles`: the tiles' locality, the
+    input order's vector loops).  The decision: kind ``tile-by-size`` as for Pluto's tiles, with
+    ``data["tiled"] == "time-tiled"``; the schedule names the time-tiled one as its :class:`.Alternative`
+    (condition ``size``).  On the CPU only (``vector_loops``): the GPU's schedules are not tiled by size."""
+    sched, decisions, ast = chosen
+    l2 = cache_sizes()[2]
+    found = reuse_exceeding(prog, ast, l2)
+    if found is None:
+        return chosen
+    try:
+        tiled = time_tiles(sched, pluto, deps, size=tile_size)
+        if tiled is None:
+            return chosen
+        prove_legal(tiled.map, deps, what=f"{prog.name}: the time-tiled schedule")
+    except (IllegalScheduleError, isl.Error) as exc:
+        log.info("%s: no time-tiled version: %s", prog.name, exc)
+        return chosen
+    cond, reuse = found
+    tiled_ast = build_loop_ast(prog, tiled, deps, separate_guards=True)
+    why = Decision("schedule", "tile-by-size", prog.name,
+                   f"tiling: the input order runs in time tiles where the data one iteration of a loop rereads "
+                   f"exceed the L2 cache ({l2 >> 10} KiB), untiled otherwise: " + "; ".join(r.text() for r in reuse),
+                   {"l2": l2, "reuse": tuple(reuse), "tiled": tiled.origin, "untiled": sched.origin})
+    log.info("%s: %s", prog.name, why)
+    both = replace(sched, alternative=Alternative(tiled.origin, "size", tiled.decisions))
+    return both, decisions + [under(d, "schedule", "scheduler: ") for d in tiled.decisions] + [why], \
+        If(cond, tiled_ast, ast)
 
 
 def _wavefront_where_tiles_run_side_by_side(prog: Program, deps: Dependences, untiled: Schedule,

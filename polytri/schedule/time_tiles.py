@@ -1,0 +1,117 @@
+"""Time tiles around the input order: the locality of a skewed stencil's tiles, the code of its own loops.
+
+A time-iterated stencil (jacobi-2d: ``for t: B = f(A); A = f(B)``) sweeps its arrays once per time
+step.  When they outgrow the L2 cache, every sweep reads them from further away, and the time loop's
+reuse is lost.  Pluto finds the band that fixes this, ``(t, 2t + i, 2t + j)``: every dependence is
+non-negative along it, so its tiles can run one after another.  But scanned inside the tiles, its skewed
+point loops lose what the input order had: the innermost loop runs a few iterations between bounds of
+``max``/``min`` terms, with both statements fused behind guards, and no longer vectorizes (Pluto's tiles
+ran jacobi-2d 1.34x slower than its parallel input order on two threads at PolyBench's LARGE size).
+
+:func:`time_tiles` keeps the tiles and gives the points their input order.  The tile dimensions are
+``floor(h_d / s_d)`` of the band's first two hyperplanes ``h_d``; inside a tile, the
+statement instances run in the input order's schedule.  So each time step of a tile runs the input
+order's statements, one after another, over the tile's rows, and the innermost loop (the band's
+untiled dimension: a whole row of ``j``) is the input order's own: full length, no guard, stride one.
+Legal: along every dependence the tile dimensions do not decrease (floors of non-negative distances,
+the band is permutable), and two instances in one tile run in the input order, which is legal.  The
+schedule is proved legal with isl like every other.  As in :mod:`.tiling`, when no tile dimension is
+parallel the first becomes the sum of the first two: a wavefront whose second tile loop is parallel.
+
+Where: bands of three dimensions (time and two of space: a 2-D stencil), tiled along the first two, so
+a tile keeps whole rows.  A 3-D stencil's band has four: tiled along two, a tile keeps whole planes
+(heat-3d at PolyBench's LARGE size: 48 planes of 120 x 120 of two arrays, 11 MiB, beyond the L2); along
+three, each point of a tile is reread fewer than twice from the cache (8 x 8 x 32 tiles of heat-3d: its
+8 steps touch 24 x 48 columns to compute 8 x 32), and it ran between 0.94x and 1.11x the time of its
+input order in three runs: no gain to count on.  So a 3-D stencil keeps its input order.
+
+Sizes: 8 time steps by 32 along the space dimension (a tile of jacobi-2d keeps 48 rows of its two
+arrays: 1 MiB at PolyBench's LARGE size; 4 to 16 steps by 32 ran within 5% of each other, 8 by 128
+1.5x slower).  ``polytri bench --dataset large`` on the development machine, two threads (load 0.45
+before, 1.07 after): jacobi-2d 485 ms against 700 for the input order with OpenMP (0.69x), fdtd-2d 396
+against 756 (0.52x); docs/scheduler.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import islpy as isl
+
+from ..pipeline.decisions import Decision
+from .dependences import Dependences
+from .schedule import Band, Schedule, parallel_dimensions
+
+log = logging.getLogger("polytri.tiling")
+
+#: Time steps per tile and its side along space (measured: module doc).
+SIZES = (8, 32)
+
+
+def spanning_band(pluto: Schedule) -> Band | None:
+    """The band of ``pluto`` with three dimensions (two to tile and one to leave whole), when it is its
+    only band of two or more and every statement runs in it: the time dimensions before it are constants
+    equal for all statements.  ``None`` otherwise (a 3-D stencil; statements before or after the
+    stencil's loops)."""
+    wide = [b for b in pluto.bands if b.width >= 2]
+    if len(wide) != 1 or wide[0].width != 3:
+        return None
+    band = wide[0]
+    if band.first == 0:
+        return band
+    maps: list[isl.Map] = []
+    pluto.map.foreach_map(maps.append)
+    prefixes = [m.range().project_out(isl.dim_type.set, band.first, pluto.ndim - band.first) for m in maps]
+    union = prefixes[0]
+    for p in prefixes[1:]:
+        union = union.union(p)
+    return band if union.is_singleton() else None
+
+
+def time_tiles(original: Schedule, pluto: Schedule, deps: Dependences, *, size: int | None = None
+               ) -> Schedule | None:
+    """The input order ``original`` run in the tiles of the first two dimensions of ``pluto``'s
+    :func:`spanning_band`, ``None`` when it has none.  ``size`` overrides every tile side.  Not proved
+    legal here: the caller proves it, like every schedule.  Records a decision of kind ``time-tile``
+    (``data``: the tiled ``dims`` of Pluto's schedule, the ``sizes``, whether a ``wavefront`` runs over
+    the tiles)."""
+    band = spanning_band(pluto)
+    if band is None:
+        return None
+    dims = list(band.dims)[:2]
+    sizes = (size,) * len(dims) if size else SIZES
+    tiles = _tile_map(pluto, dims, sizes, wavefront=False)
+    full = tiles.flat_range_product(original.map)
+    par = parallel_dimensions(full, deps)
+    wavefront = not any(par[:len(dims)])
+    if wavefront:
+        tiles = _tile_map(pluto, dims, sizes, wavefront=True)
+        full = tiles.flat_range_product(original.map)
+        par = parallel_dimensions(full, deps)
+    what = Decision("schedule", "time-tile", "band 0",
+                    f"time tiles {'x'.join(map(str, sizes))} over Pluto's time dimensions "
+                    f"{', '.join(map(str, dims))}, the input order inside each tile"
+                    + (", with a wavefront over tiles (no tile loop was parallel)" if wavefront else ""),
+                    {"dims": tuple(dims), "sizes": sizes, "wavefront": wavefront})
+    log.info("%s", what)
+    scalar = original.scalar or (False,) * original.ndim
+    return replace(original, map=full, parallel=par, origin="time-tiled", bands=(Band(0, len(dims)),),
+                   scalar=(False,) * len(dims) + tuple(scalar), rows=(), decisions=(what,), tiled=True)
+
+
+def _tile_map(pluto: Schedule, dims: list[int], sizes: tuple[int, ...], *, wavefront: bool) -> isl.UnionMap:
+    """``pluto``'s map followed by ``{ [c] -> [T_0, ..., T_k] : s_d T_d <= c_d < s_d T_d + s_d }``, the
+    first tile dimension replaced by ``T_0 + T_1`` with ``wavefront``."""
+    ins = ", ".join(f"c{k}" for k in range(pluto.ndim))
+    outs = [f"T{k}" for k in range(len(dims))]
+    conds = [f"{s}e{k} <= c{d} < {s}e{k} + {s}" for k, (d, s) in enumerate(zip(dims, sizes))]
+    eqs = [f"T{k} = e{k}" for k in range(len(dims))]
+    if wavefront:
+        eqs[0] = "T0 = e0 + e1"
+    exists = ", ".join(f"e{k}" for k in range(len(dims)))
+    m = isl.Map(f"{{ [{ins}] -> [{', '.join(outs)}] : exists {exists}: {' and '.join(conds + eqs)} }}")
+    return pluto.map.apply_range(isl.UnionMap.from_map(m))
+
+
+__all__ = ["SIZES", "spanning_band", "time_tiles"]
