@@ -105,20 +105,31 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
     pluto = Decision("schedule", "pluto", prog.name, f"schedule: Pluto (fusion '{fuse}'), proved legal with isl",
                      {"fuse": fuse, "origin": sched.origin})
     chosen: Chosen = (sched, [pluto] + decisions, ours)
-    if kind == "auto":
-        theirs = build_loop_ast(prog, original, deps, separate_guards=vector_loops)
-        why = (_parallelism_lost(prog, ours, theirs) or _locality_loss(prog, untiled, original)
-               or (_vector_loops_guarded(ours, theirs) if vector_loops else None))
-        if why is not None:
-            log.info("%s: %s", prog.name, why.text)
-            chosen = (original, [_original_order(prog, why.code, why.text, **why.data)] + decisions, theirs)
-            if why.code == "parallelism-lost" and tile is None and vector_loops:
-                return _time_tiled_where_reuse_exceeds_cache(prog, deps, untiled, chosen, tile_size)
-    if kind == "auto" and tile is None and sched is untiled and chosen[0] is sched:
+    if kind != "auto":
+        return chosen
+    theirs = build_loop_ast(prog, original, deps, separate_guards=vector_loops)
+    why = (_parallelism_lost(prog, ours, theirs) or _locality_loss(prog, untiled, original)
+           or (_vector_loops_guarded(ours, theirs) if vector_loops else None))
+    if why is not None:
+        log.info("%s: %s", prog.name, why.text)
+        chosen = (original, [_original_order(prog, why.code, why.text, **why.data)] + decisions, theirs)
+    if tile is not None:
+        return chosen
+    return _second_version(prog, deps, untiled, chosen, why, tile_size, vector_loops, packed)
+
+
+def _second_version(prog: Program, deps: Dependences, untiled: Schedule, chosen: Chosen, why: Reason | None,
+                    tile_size: int | None, vector_loops: bool, packed: frozenset[str]) -> Chosen:
+    """The default's (``tile=None``) ``chosen`` schedule with the version it may carry beside it: time
+    tiles around the input order where it was kept because Pluto lost the parallel loops (``why``, on the
+    CPU), Pluto's tiles where Pluto's untiled schedule was chosen, the untiled schedule where its tiles
+    were; each picked at run time (by size or by tile count)."""
+    if why is not None:
+        return (_time_tiled_where_reuse_exceeds_cache(prog, deps, untiled, chosen, tile_size)
+                if why.code == "parallelism-lost" and vector_loops else chosen)
+    if chosen[0] is untiled:
         return _tiled_where_reuse_exceeds_cache(prog, deps, untiled, chosen, tile_size, vector_loops, packed)
-    if kind == "auto" and tile is None and sched is not untiled and chosen[0] is sched:
-        return _wavefront_where_tiles_run_side_by_side(prog, deps, untiled, chosen, vector_loops, packed)
-    return chosen
+    return _wavefront_where_tiles_run_side_by_side(prog, deps, untiled, chosen, vector_loops, packed)
 
 
 def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: Schedule,
