@@ -490,6 +490,23 @@ def test_padded_depthwise_convolutions_unroll_over_a_zero_padded_copy(k: int, st
     assert report.fallback_ops == []
 
 
+@pytest.mark.parametrize("dt, form", [(torch.float32, "unrolled"), (torch.bfloat16, "implicit-gemm")])
+def test_small_pointwise_convolutions_of_16_bit_floats_are_implicit_gemms(dt: torch.dtype, form: str) -> None:
+    # 16 terms per output element: unrolled in float32; in bfloat16 the unrolled sum would convert each input
+    # element again for each of the 24 output channels, the implicit GEMM converts it once into its panel
+    w, b = torch.randn(24, 16, 1, 1).to(dt), torch.randn(24).to(dt)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return F.hardswish(F.conv2d(x, w, b))
+    x = torch.randn(1, 16, 14, 10).to(dt)
+    report = pt.explain(f, x, compile_options={"target": "cpu"})
+    forms = [d.data["form"] for kern in report.kernels for d in kern.lowering if d.kind == "convolution"]
+    assert forms == [form]
+    want = F.hardswish(F.conv2d(x.float(), w.float(), b.float()))
+    err, eager_err = (report.result.float() - want).abs().max(), (f(x).float() - want).abs().max()
+    assert err <= max(2 * eager_err, 1e-5), (err, eager_err)
+
+
 def test_a_strided_depthwise_convolution_begins_a_program_of_its_own() -> None:
     # unrolled, its reads 2 * y + ky are no function of the iteration: fused with the 1x1 convolution
     # before it, the scheduler's hyperplane problem ran for minutes (MobileNet's expand + depthwise 5x5)
