@@ -38,13 +38,15 @@ needs_tiles = pytest.mark.skipif(not HAS_TILES, reason="needs AMX bfloat16 tiles
 needs_avx512 = pytest.mark.skipif(vector_bytes() != 64, reason="the tile kernel's panels need 64-byte vectors")
 
 
-def _gemm() -> pt.Program:
-    p = pt.Program("amxmm", params=["M", "N", "K"])
+def _gemm(along_k: bool = False) -> pt.Program:
+    """``C = A B``; ``along_k``: ``C = A B^T`` with ``B`` stored as a linear layer's weight, ``B[j, k]``,
+    read along ``k``."""
+    p = pt.Program("amxmm_t" if along_k else "amxmm", params=["M", "N", "K"])
     p.array("C", ("M", "N"), "float32")
     p.array("A", ("M", "K"), "bfloat16")
-    p.array("B", ("K", "N"), "bfloat16")
+    p.array("B", ("N", "K") if along_k else ("K", "N"), "bfloat16")
     with p.loop("i", 0, "M"), p.loop("k", 0, "K"), p.loop("j", 0, "N"):
-        p.assign("C[i, j] += float32(A[i, k]) * float32(B[k, j])")
+        p.assign(f"C[i, j] += float32(A[i, k]) * float32({'B[j, k]' if along_k else 'B[k, j]'})")
     return p
 
 
@@ -221,17 +223,6 @@ def test_torch_bfloat16_on_tiles_is_as_close_to_float32_as_eager(case: str) -> N
     assert error <= 2 * eager_error + 1e-6, f"{case}: bfloat16 error {error:.3g}, eager's {eager_error:.3g}"
 
 
-def _gemm_along_k() -> pt.Program:
-    """``C = A B^T`` with ``B`` stored as a linear layer's weight, ``B[j, k]``: read along ``k``."""
-    p = pt.Program("amxmm_t", params=["M", "N", "K"])
-    p.array("C", ("M", "N"), "float32")
-    p.array("A", ("M", "K"), "bfloat16")
-    p.array("B", ("N", "K"), "bfloat16")
-    with p.loop("i", 0, "M"), p.loop("k", 0, "K"), p.loop("j", 0, "N"):
-        p.assign("C[i, j] += float32(A[i, k]) * float32(B[j, k])")
-    return p
-
-
 @needs_tiles
 @pytest.mark.parametrize("sizes", [(37, 70, 200), (33, 64, 128)])
 def test_weight_stored_along_the_sum_moves_to_the_tile_panels_in_squares(sizes: tuple[int, int, int]) -> None:
@@ -239,7 +230,7 @@ def test_weight_stored_along_the_sum_moves_to_the_tile_panels_in_squares(sizes: 
     layer 192 -> 768 on 197 rows took 0.451 ms a call, 0.274 ms in squares: one thread, docs/cpu.md);
     whole blocks and ragged ones."""
     m, n, kk = sizes
-    k = _check_ir(_gemm_along_k(), dict(M=m, N=n, K=kk), {"threads": 1}, kernel="bf16amx",
+    k = _check_ir(_gemm(along_k=True), dict(M=m, N=n, K=kk), {"threads": 1}, kernel="bf16amx",
                   terms=lambda a: (a["A"][:, q, None] * a["B"][None, :, q] for q in range(a["K"])),
                   torch_f32=lambda a: a["A"] @ a["B"].T)
     [rec] = [d for d in k.decision_records if d.kind == "contraction"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,7 +34,7 @@ from .locality import dominant_streams, strided_streams
 from .loop_ast import Block, For, If, Node, build_loop_ast, enclosing_loops, guarded_in_innermost
 from .loop_work import Range, trip_count
 from .pluto import SchedulingError, pluto_schedule
-from .reuse import reuse_exceeding
+from .reuse import Reuse, reuse_exceeding
 from .schedule import Alternative, Schedule, original_schedule
 from .tiling import cache_sizes, tile_schedule
 from .time_tiles import time_tiles
@@ -145,7 +145,7 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
     a wavefront over tiles in place of a parallel loop.  The decision: kind ``tile-by-size``, with the
     ``l2`` size, the ``reuse`` found (:class:`.reuse.Reuse`) and the two schedules' origins; the schedule
     names the tiled one as its :class:`.Alternative` (condition ``size``)."""
-    sched, decisions, ast = chosen
+    sched, _, ast = chosen
     if not any(b.width >= 2 for b in untiled.bands):
         return chosen
     l2 = cache_sizes()[2]
@@ -158,7 +158,6 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
     except (IllegalScheduleError, isl.Error) as exc:
         log.info("%s: no tiled version: %s", prog.name, exc)
         return chosen
-    cond, reuse = found
     tiled_ast = build_loop_ast(prog, tiled, deps)   # unsplit: cheaper, and splitting keeps the loops' flags
     lost = _parallelism_lost(prog, tiled_ast, ast)
     if lost is not None:   # gramschmidt: the tiles' wavefront runs fewer loops in parallel
@@ -166,14 +165,25 @@ def _tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, untiled: 
         return chosen
     if vector_loops:
         tiled_ast = build_loop_ast(prog, tiled, deps, separate_guards=True)
+    return _by_size(prog, chosen, tiled, tiled_ast, found, l2,
+                    f"the {tiled.origin} schedule runs", f"the {sched.origin} one otherwise")
+
+
+def _by_size(prog: Program, chosen: Chosen, tiled: Schedule, tiled_ast: Node, found: tuple[Expr, list[Reuse]],
+             l2: int, runs: str, otherwise: str, shown: Sequence[Decision] = ()) -> Chosen:
+    """``chosen`` carrying ``tiled`` as its :class:`.Alternative` (condition ``size``): the AST runs
+    ``tiled_ast`` where ``found``'s test holds at the sizes of the call (some loop's reuse exceeds the L2
+    cache), ``chosen``'s otherwise.  The decision: kind ``tile-by-size``, with the ``l2`` size, the
+    ``reuse`` found (:class:`.reuse.Reuse`) and the two schedules' origins, after ``shown``."""
+    sched, decisions, ast = chosen
+    cond, reuse = found
     why = Decision("schedule", "tile-by-size", prog.name,
-                   f"tiling: the {tiled.origin} schedule runs where the data one iteration of a loop rereads "
-                   f"exceed the L2 cache ({l2 >> 10} KiB), the {sched.origin} one otherwise: "
-                   + "; ".join(r.text() for r in reuse),
+                   f"tiling: {runs} where the data one iteration of a loop rereads exceed the L2 cache "
+                   f"({l2 >> 10} KiB), {otherwise}: " + "; ".join(r.text() for r in reuse),
                    {"l2": l2, "reuse": tuple(reuse), "tiled": tiled.origin, "untiled": sched.origin})
     log.info("%s: %s", prog.name, why)
     both = replace(sched, alternative=Alternative(tiled.origin, "size", tiled.decisions))
-    return both, decisions + [why], If(cond, tiled_ast, ast)
+    return both, decisions + list(shown) + [why], If(cond, tiled_ast, ast)
 
 
 def _time_tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, pluto: Schedule, chosen: Chosen,
@@ -181,10 +191,9 @@ def _time_tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, plut
     """``chosen`` (the input order, kept because Pluto's skewed schedule lost its parallel loops: the
     stencils), or, where a loop of its AST carries reuse that exceeds the L2 cache at the sizes of the
     call, the input order run in time tiles of Pluto's band (:mod:`.time_tiles`: the tiles' locality, the
-    input order's vector loops).  The decision: kind ``tile-by-size`` as for Pluto's tiles, with
-    ``data["tiled"] == "time-tiled"``; the schedule names the time-tiled one as its :class:`.Alternative`
-    (condition ``size``).  On the CPU only (``vector_loops``): the GPU's schedules are not tiled by size."""
-    sched, decisions, ast = chosen
+    input order's vector loops), by :func:`_by_size` (``data["tiled"] == "time-tiled"``).  On the CPU only
+    (``vector_loops``): the GPU's schedules are not tiled by size."""
+    sched, _, ast = chosen
     l2 = cache_sizes()[2]
     found = reuse_exceeding(prog, ast, l2)
     if found is None:
@@ -197,16 +206,9 @@ def _time_tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, plut
     except (IllegalScheduleError, isl.Error) as exc:
         log.info("%s: no time-tiled version: %s", prog.name, exc)
         return chosen
-    cond, reuse = found
-    tiled_ast = build_loop_ast(prog, tiled, deps, separate_guards=True)
-    why = Decision("schedule", "tile-by-size", prog.name,
-                   f"tiling: the input order runs in time tiles where the data one iteration of a loop rereads "
-                   f"exceed the L2 cache ({l2 >> 10} KiB), untiled otherwise: " + "; ".join(r.text() for r in reuse),
-                   {"l2": l2, "reuse": tuple(reuse), "tiled": tiled.origin, "untiled": sched.origin})
-    log.info("%s: %s", prog.name, why)
-    both = replace(sched, alternative=Alternative(tiled.origin, "size", tiled.decisions))
-    return both, decisions + [under(d, "schedule", "scheduler: ") for d in tiled.decisions] + [why], \
-        If(cond, tiled_ast, ast)
+    return _by_size(prog, chosen, tiled, build_loop_ast(prog, tiled, deps, separate_guards=True), found, l2,
+                    "the input order runs in time tiles", "untiled otherwise",
+                    [under(d, "schedule", "scheduler: ") for d in tiled.decisions])
 
 
 def _wavefront_where_tiles_run_side_by_side(prog: Program, deps: Dependences, untiled: Schedule,

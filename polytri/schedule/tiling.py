@@ -72,7 +72,10 @@ def tile_sizes(program: Program, width: int) -> tuple[int, ...]:
     return tuple(sizes[-width:])
 
 
-def _transform(schedule: isl.UnionMap, ndim: int, text_out: list[str], conds: list[str]) -> isl.UnionMap:
+def remap(schedule: isl.UnionMap, ndim: int, text_out: list[str], conds: list[str]) -> isl.UnionMap:
+    """``schedule`` followed by ``{ [c0, ..., c(ndim-1)] -> [text_out] : conds }``: new time dimensions as
+    expressions of the old ones ``c<k>`` (names in ``text_out`` that are no ``c<k>`` are new dimensions,
+    tied to the old ones by ``conds``)."""
     ins = [f"c{k}" for k in range(ndim)]
     cond = f" : {' and '.join(conds)}" if conds else ""
     m = isl.Map(f"{{ [{', '.join(ins)}] -> [{', '.join(text_out)}]{cond} }}")
@@ -118,14 +121,14 @@ def _tiled_map(schedule: Schedule, dims: list[int], sizes: tuple[int, ...], deps
                 outs.append(f"T{d}")
                 conds.append(f"{s}T{d} <= c{d} < {s}T{d} + {s}")
         outs.append(f"c{k}")
-    tiled = _transform(schedule.map, nd, outs, conds)
+    tiled = remap(schedule.map, nd, outs, conds)
     par = parallel_dimensions(tiled, deps)
     first = dims[0]
     wavefront = len(dims) >= 2 and not any(par[first:first + len(dims)])
     if wavefront:
         outs2 = [f"c{k}" for k in range(nd + len(dims))]
         outs2[first] = f"c{first} + c{first + 1}"
-        tiled = _transform(tiled, nd + len(dims), outs2, [])
+        tiled = remap(tiled, nd + len(dims), outs2, [])
         par = parallel_dimensions(tiled, deps)
     return tiled, par, wavefront
 
@@ -201,7 +204,7 @@ def _point_wavefront(schedule: Schedule, points: Band, deps: Dependences) -> Sch
     nd = schedule.ndim
     outs = [f"c{k}" for k in range(nd)]
     outs[a], outs[b] = f"c{a} + c{b}", f"c{a}"
-    skewed = _transform(schedule.map, nd, outs, [])
+    skewed = remap(schedule.map, nd, outs, [])
     par = parallel_dimensions(skewed, deps)
     if not par[b]:
         log.info("point loops %d, %d: no parallel inner loop after the intra-tile wavefront; kept", a, b)

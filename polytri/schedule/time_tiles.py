@@ -23,11 +23,11 @@ a tile keeps whole rows.  A 3-D stencil's band has four: tiled along two, a tile
 (heat-3d at PolyBench's LARGE size: 48 planes of 120 x 120 of two arrays, 11 MiB, beyond the L2); along
 three, each point of a tile is reread fewer than twice from the cache (8 x 8 x 32 tiles of heat-3d: its
 8 steps touch 24 x 48 columns to compute 8 x 32), and it ran between 0.94x and 1.11x the time of its
-input order in three runs: no gain to count on.  So a 3-D stencil keeps its input order.
+input order in three runs (taken at load 1.1-1.7: indicative only): no gain to count on.  So a 3-D stencil keeps its input order.
 
 Sizes: 8 time steps by 32 along the space dimension (a tile of jacobi-2d keeps 48 rows of its two
 arrays: 1 MiB at PolyBench's LARGE size; 4 to 16 steps by 32 ran within 5% of each other, 8 by 128
-1.5x slower).  ``polytri bench --dataset large`` on the development machine, two threads (load 0.45
+1.5x slower, in one sweep whose load rose from 0.6 to 1.2: indicative).  ``polytri bench --dataset large`` on the development machine, two threads (load 0.45
 before, 1.07 after): jacobi-2d 485 ms against 700 for the input order with OpenMP (0.69x), fdtd-2d 396
 against 756 (0.52x); docs/scheduler.md.
 """
@@ -42,6 +42,7 @@ import islpy as isl
 from ..pipeline.decisions import Decision
 from .dependences import Dependences
 from .schedule import Band, Schedule, parallel_dimensions
+from .tiling import remap
 
 log = logging.getLogger("polytri.tiling")
 
@@ -81,13 +82,13 @@ def time_tiles(original: Schedule, pluto: Schedule, deps: Dependences, *, size: 
         return None
     dims = list(band.dims)[:2]
     sizes = (size,) * len(dims) if size else SIZES
-    tiles = _tile_map(pluto, dims, sizes, wavefront=False)
+    tiles = remap(pluto.map, pluto.ndim, ["T0", "T1"],   # floor(c_d / s_d) of the band's first two rows
+                  [f"{s}T{k} <= c{d} < {s}T{k} + {s}" for k, (d, s) in enumerate(zip(dims, sizes))])
     full = tiles.flat_range_product(original.map)
     par = parallel_dimensions(full, deps)
     wavefront = not any(par[:len(dims)])
     if wavefront:
-        tiles = _tile_map(pluto, dims, sizes, wavefront=True)
-        full = tiles.flat_range_product(original.map)
+        full = remap(tiles, len(dims), ["c0 + c1", "c1"], []).flat_range_product(original.map)
         par = parallel_dimensions(full, deps)
     what = Decision("schedule", "time-tile", "band 0",
                     f"time tiles {'x'.join(map(str, sizes))} over Pluto's time dimensions "
@@ -98,20 +99,6 @@ def time_tiles(original: Schedule, pluto: Schedule, deps: Dependences, *, size: 
     scalar = original.scalar or (False,) * original.ndim
     return replace(original, map=full, parallel=par, origin="time-tiled", bands=(Band(0, len(dims)),),
                    scalar=(False,) * len(dims) + tuple(scalar), rows=(), decisions=(what,), tiled=True)
-
-
-def _tile_map(pluto: Schedule, dims: list[int], sizes: tuple[int, ...], *, wavefront: bool) -> isl.UnionMap:
-    """``pluto``'s map followed by ``{ [c] -> [T_0, ..., T_k] : s_d T_d <= c_d < s_d T_d + s_d }``, the
-    first tile dimension replaced by ``T_0 + T_1`` with ``wavefront``."""
-    ins = ", ".join(f"c{k}" for k in range(pluto.ndim))
-    outs = [f"T{k}" for k in range(len(dims))]
-    conds = [f"{s}e{k} <= c{d} < {s}e{k} + {s}" for k, (d, s) in enumerate(zip(dims, sizes))]
-    eqs = [f"T{k} = e{k}" for k in range(len(dims))]
-    if wavefront:
-        eqs[0] = "T0 = e0 + e1"
-    exists = ", ".join(f"e{k}" for k in range(len(dims)))
-    m = isl.Map(f"{{ [{ins}] -> [{', '.join(outs)}] : exists {exists}: {' and '.join(conds + eqs)} }}")
-    return pluto.map.apply_range(isl.UnionMap.from_map(m))
 
 
 __all__ = ["SIZES", "spanning_band", "time_tiles"]
