@@ -185,9 +185,9 @@ def _converts_per_output_channel(ctx: SegmentLowering, conv: _Conv, x: Val) -> b
     output channel that reads it (on the CPU, an input of bfloat16 or float16 and more than one output
     channel per group), where the implicit GEMM converts it once, into its packed panel, and runs on the
     machine's 16-bit dot-product units.  The zoo's MobileNetV3 (1x1 convolutions of 16 to 24 input
-    channels) in bfloat16: 8.91 -> 7.55 ms a call on one thread, 6.56 -> 5.91 ms on two (medians of 7
-    interleaved rounds of both versions in one process, load 0.9-1.1); in float32, unrolling all of them
-    or none was within noise (4.38 against 4.49 ms)."""
+    channels) in bfloat16: 8.10 -> 7.09 ms a call on one thread, 8.17 -> 7.43 ms on two (medians of 7
+    interleaved rounds of both versions in one process, load 0.44 before, 0.83 after).  In float32,
+    unrolling all of them or none was within noise (4.38 against 4.49 ms, at load 1.1-1.3: indicative)."""
     return (x.dtype in (torch.bfloat16, torch.float16) and conv.cout // conv.groups > 1
             and not ctx.on_gpu())
 
