@@ -14,12 +14,21 @@ tile: on ``tl.dot``, though a sum of 3 fills few of its lanes.
 :data:`MAX_RUN` of them) and keeps one with more products on ``tl.dot`` than the schedule has, if any.
 Each candidate is checked with isl (every dependence still goes forward) and must keep as many leading
 parallel dimensions.
+
+A distributed schedule (Pluto's without fusion, or its cut components) shares its time dimensions among
+nests that scan different loops: one nest's reduction at a dimension makes that dimension sequential for
+all, and a product whose sum Pluto placed before its columns stays off ``tl.dot`` whatever the order of
+the shared dimensions.  :func:`order_nests_for_dot` then orders the loop dimensions of each nest that holds
+a product on its own (:func:`polytri.schedule.permute.permute_nest`), checked the same way.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Iterator
+
+import islpy as isl
 
 from ..ir.contraction import contraction_form
 from ..ir.program import Program
@@ -27,8 +36,8 @@ from ..pipeline.decisions import Decision
 from ..schedule.dependences import Dependences
 from ..schedule.legality import is_legal
 from ..schedule.loop_ast import Node, build_loop_ast
-from ..schedule.permute import permute_dimensions
-from ..schedule.schedule import Schedule
+from ..schedule.permute import permute_dimensions, permute_nest
+from ..schedule.schedule import Schedule, loops_are_parallel
 from .host import dot_contractions
 
 log = logging.getLogger("polytri.triton")
@@ -80,3 +89,81 @@ def order_for_dot(prog: Program, deps: Dependences, schedule: Schedule, ast: Nod
     log.info("%s: %s", prog.name, why)
     decisions.append(why)
     return trial, trial_ast
+
+
+def _nests(schedule: Schedule) -> list[frozenset[str]]:
+    """The statements of each nest of ``schedule`` distributed at its first time dimension (one list when
+    that dimension is not a distribution)."""
+    if not (schedule.scalar and schedule.scalar[0]):
+        return []
+    nests: dict[int, set[str]] = {}
+
+    def one(m: isl.Map) -> None:
+        val = m.range().plain_get_val_if_fixed(isl.dim_type.set, 0)
+        nests.setdefault(val.to_python(), set()).add(m.get_tuple_name(isl.dim_type.in_))
+    schedule.map.foreach_map(one)
+    return [frozenset(v) for _, v in sorted(nests.items())] if len(nests) > 1 else []
+
+
+def _loops_kept(schedule: Schedule, trial: Schedule) -> bool:
+    """Whether every loop dimension of ``schedule`` is still a loop for some statement in ``trial`` (a
+    nest's permutation must not leave a dimension that only constants fill: its scalar flag would lie)."""
+    varies = [False] * trial.ndim
+
+    def one(m: isl.Map) -> None:
+        rng = m.range()
+        for d in range(trial.ndim):
+            varies[d] = varies[d] or rng.plain_get_val_if_fixed(isl.dim_type.set, d).is_nan()
+    trial.map.foreach_map(one)
+    return all(varies[d] for d in range(schedule.ndim) if not (schedule.scalar and schedule.scalar[d]))
+
+
+def _nest_orders(schedule: Schedule, deps: Dependences, nest: frozenset[str], loops: list[int]
+                 ) -> Iterator[tuple[int, ...]]:
+    """The orders of ``loops`` worth a try for ``nest``: its parallel loops (parallel among its own
+    statements) first, in every order, then the others in theirs (a product's rows and columns must be the
+    launch's innermost grid loops, its sum inside them)."""
+    par = loops_are_parallel(schedule.map, deps, loops, nest)
+    outer, inner = [d for d in loops if par[d]], [d for d in loops if not par[d]]
+    for perm in itertools.permutations(outer):
+        if [*perm, *inner] != loops:
+            yield (*perm, *inner)
+
+
+def order_nests_for_dot(prog: Program, deps: Dependences, schedule: Schedule, ast: Node,
+                        decisions: list[Decision]) -> tuple[Schedule, Node]:
+    """``schedule`` with the loop dimensions of each nest that holds a product reordered on their own where
+    that puts more products on ``tl.dot`` (see the module's docstring); a decision of kind ``dot-order``
+    (``data["statements"]``: the nest) for each nest reordered."""
+    forms = {st.name for st in prog.statements if contraction_form(st) is not None}
+    loops = [d for d in range(1, schedule.ndim) if not (schedule.scalar and schedule.scalar[d])]
+    if not forms or not 2 <= len(loops) <= MAX_RUN:
+        return schedule, ast
+    dots = dot_contractions(ast, prog)
+    for nest in _nests(schedule):
+        if dots >= len(forms) or not nest & forms:
+            continue
+        best: tuple[int, Schedule, Node, tuple[int, ...]] | None = None
+        for perm in _nest_orders(schedule, deps, nest, loops):
+            order = list(range(schedule.ndim))
+            for d, e in zip(loops, perm):
+                order[d] = e
+            trial = permute_nest(schedule, nest, order, deps)
+            if not _loops_kept(schedule, trial) or not is_legal(trial.map, deps):
+                continue
+            trial_ast = build_loop_ast(prog, trial, deps)
+            n = dot_contractions(trial_ast, prog)
+            if n > (best[0] if best else dots):
+                best = (n, trial, trial_ast, perm)
+        if best is None:
+            continue
+        n, schedule, ast, perm = best
+        why = Decision("schedule", "dot-order", prog.name,
+                       f"GPU: loop dimensions {loops} of the nest {', '.join(sorted(nest))} reordered {list(perm)}: "
+                       f"{n} product(s) on tl.dot instead of {dots}",
+                       {"dims": tuple(loops), "order": tuple(perm), "products": n, "previous_products": dots,
+                        "statements": tuple(sorted(nest))})
+        log.info("%s: %s", prog.name, why)
+        decisions.append(why)
+        dots = n
+    return schedule, ast

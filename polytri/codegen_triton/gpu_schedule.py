@@ -12,7 +12,7 @@ from ..schedule.dependences import Dependences
 from ..schedule.legality import prove_legal
 from ..schedule.loop_ast import build_loop_ast
 from ..schedule.permute import parallel_outward
-from .dot_order import order_for_dot
+from .dot_order import order_for_dot, order_nests_for_dot
 from .host import dot_contractions, launch_chains
 from .nest_fusion import drop_uniform_dimensions, hoist_parallel_loops
 
@@ -26,16 +26,20 @@ def _candidate(prog: Program, deps: Dependences, opts: dict[str, Any], fuse: str
             decisions += [under(d, "schedule", "scheduler: ") for d in permuted.decisions[len(schedule.decisions):]]
             schedule, ast = permuted, build_loop_ast(prog, permuted, deps)
     schedule, ast = order_for_dot(prog, deps, schedule, ast, decisions)
+    schedule, ast = order_nests_for_dot(prog, deps, schedule, ast, decisions)
     return schedule, decisions, ast
 
 
 def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any], *, built: bool = False) -> Chosen:
     """The schedule (untiled: kernels block their parallel loops themselves), with the band order that puts
-    parallel loops outward, and its loop AST.  ``fuse='auto'`` compares Pluto's smart fusion and no
-    fusion by the launches they make: most contractions on ``tl.dot``, then most grid loops in the launch
-    with fewest, then fewest launches, then most grid loops in the launch with most (fusion that
-    serializes a parallel loop, or takes a product off the tensor cores, loses to separate kernels): a
-    decision of kind ``gpu-fusion`` (``data``: the policy chosen, each candidate's launches)."""
+    parallel loops outward, and its loop AST.  With ``schedule='auto'`` and ``fuse='auto'`` the candidates
+    are Pluto's schedule with smart fusion and without fusion, and the input order; they are compared by the
+    launches they make (the GPU's own measure, where the CPU's ``auto`` weighs cache lines and vector
+    loops): most contractions on ``tl.dot``, then most grid loops in the launch with fewest, then fewest
+    launches, then most grid loops in the launch with most; on a tie the earlier candidate stays (fusion that
+    serializes a parallel loop, or takes a product off the tensor cores, loses to separate kernels).  A
+    decision of kind ``gpu-fusion`` (``data``: the fusion chosen, the schedule's origin, each candidate's
+    launches and its products on ``tl.dot``, by ``smart``, ``none`` and ``original``)."""
     if built:
         # a rewrite (the online softmax) built the loops in the order they should run; Pluto is not run on
         # them (its search on the rewritten attention takes minutes): the original order, nests fused
@@ -53,20 +57,26 @@ def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any], *, buil
     best = None
     summary = []
     launches: dict[str, tuple[int, ...]] = {}
+    products: dict[str, int] = {}
     # Pluto's maximal fusion is not among the candidates: its search can run for minutes on small
     # programs (a two-layer MLP), and isl's operation budget does not stop it
-    for fuse in ("smart", "none"):
-        cand = _candidate(prog, deps, opts, fuse)
+    kinds = ("pluto", "original") if opts["schedule"] == "auto" else (opts["schedule"],)
+    for kind, fuse in [(k, f) for k in kinds for f in (("smart", "none") if k == "pluto" else ("smart",))]:
+        cand = _candidate(prog, deps, {**opts, "schedule": kind}, fuse)
         chains = launch_chains(cand[2]) or [0]
         dots = dot_contractions(cand[2], prog)
         key = (dots, min(chains), -len(chains), max(chains))
-        summary.append(f"'{fuse}': {len(chains)} launch(es), grid loops {chains}, {dots} product(s) on tl.dot")
-        launches[fuse] = tuple(chains)
+        label = "input order" if kind == "original" else f"'{fuse}'"
+        summary.append(f"{label}: {len(chains)} launch(es), grid loops {chains}, {dots} product(s) on tl.dot")
+        launches["original" if kind == "original" else fuse] = tuple(chains)
+        products["original" if kind == "original" else fuse] = dots
         if best is None or key > best[0]:
-            best = (key, fuse, cand)
+            best = (key, fuse, label, cand)
     assert best is not None
-    _, fuse, (schedule, decisions, ast) = best
+    _, fuse, label, (schedule, decisions, ast) = best
     decisions = decisions + [Decision("schedule", "gpu-fusion", prog.name,
-                                      f"GPU: fusion '{fuse}' chosen ({'; '.join(summary)})",
-                                      {"fuse": fuse, "grid_loops": launches})]
+                                      f"GPU: {'the input order' if label == 'input order' else 'fusion ' + label} "
+                                      f"chosen ({'; '.join(summary)})",
+                                      {"fuse": fuse, "origin": schedule.origin, "grid_loops": launches,
+                                       "products": products})]
     return hoist_parallel_loops(prog, deps, schedule, decisions, ast)

@@ -23,7 +23,7 @@ from ..ir.program import Program
 from ..ir.types import program_typer
 from ..schedule.loop_ast import Block, For, If, Node, Run, isl_expr, walk
 from ..schedule.schedule import Schedule
-from .kgen import KernelSpec, kernel_parameters, upper_exclusive
+from .kgen import KernelSpec, kernel_parameters, most_iterations, upper_exclusive
 from .reduction import dot_launch
 from .texpr import index_text, user
 
@@ -127,7 +127,8 @@ class HostPlanner:
         self.p = program
         self.schedule = schedule
         self.vector_sides = vector_sides
-        """``(chain, body) -> block sides`` of the innermost grid loops (the launch model)."""
+        """``(chain, body, trips) -> block sides`` of the innermost grid loops (the launch model); ``trips``:
+        each grid loop's most iterations where a constant bounds them, else ``None``."""
         self.launches: list[Launch] = []
         self.lines: list[str] = []
 
@@ -165,9 +166,10 @@ class HostPlanner:
         else:
             self.single(n, depth, host)
 
-    def _spec(self, chain: tuple[For, ...], body: Node, host: list[For]) -> KernelSpec:
+    def _spec(self, chain: tuple[For, ...], body: Node, host: list[For],
+              trips: tuple[int | None, ...] = ()) -> KernelSpec:
         name = f"{self.p.name}_k{len(self.launches)}"
-        sides = self.vector_sides(chain, body) if chain else ()
+        sides = self.vector_sides(chain, body, trips) if chain else ()
         flattened = tuple(range(len(chain) - 2)) if len(chain) > 3 else ()
         return KernelSpec(name, chain, sides, body, tuple(h.var for h in host), flattened)
 
@@ -178,8 +180,9 @@ class HostPlanner:
 
     def launch(self, chain: tuple[For, ...], depth: int, host: list[For]) -> None:
         body = chain[-1].body
-        spec = self._spec(chain, body, host)
         box = loop_box(self.p, self.schedule, chain[0], [h.dim for h in host], [c.dim for c in chain])
+        most = tuple(None if (n := most_iterations(lo, hi)) is None else n + 1 for lo, hi in box)
+        spec = self._spec(chain, body, host, most)
         self.launches.append(Launch(spec, tuple(box)))
         counts = []
         rank = len(spec.vector)

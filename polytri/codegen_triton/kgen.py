@@ -85,11 +85,9 @@ def _loop_range(loop: For) -> tuple[Expr, Expr]:
 MIN_DOT_K = 16
 
 
-def dot_k_block(lo: Expr, hi: Expr, model_k: int) -> int:
-    """The block of the sum of a ``tl.dot`` contraction over ``[lo, hi)``: the model's, or a smaller power
-    of two (at least :data:`MIN_DOT_K`) when isl bounds the loop's extent below it whatever the outer
-    counters and parameters (a convolution's sum over the kernel width, 3: 16 lanes of the sum instead of
-    32, most of them zero padding either way)."""
+def most_iterations(lo: Expr, hi: Expr) -> int | None:
+    """The most iterations a loop over ``[lo, hi)`` makes whatever the outer counters, where isl bounds it
+    by a constant (``None`` where the parameters decide)."""
     names = sorted(var_names(lo, "iter") | var_names(hi, "iter"))
     params = sorted(var_names(lo, "param") | var_names(hi, "param"))
     try:
@@ -97,11 +95,20 @@ def dot_k_block(lo: Expr, hi: Expr, model_k: int) -> int:
                            f"[({to_isl(hi, what='bound', allow_minmax=True)}) - "
                            f"({to_isl(lo, what='bound', allow_minmax=True)})] }}").max_val()
     except (PolytriError, isl.Error):
-        return model_k
-    if not extent.is_int():
+        return None
+    return extent.to_python() if extent.is_int() else None
+
+
+def dot_k_block(lo: Expr, hi: Expr, model_k: int) -> int:
+    """The block of the sum of a ``tl.dot`` contraction over ``[lo, hi)``: the model's, or a smaller power
+    of two (at least :data:`MIN_DOT_K`) when isl bounds the loop's extent below it whatever the outer
+    counters and parameters (a convolution's sum over the kernel width, 3: 16 lanes of the sum instead of
+    32, most of them zero padding either way)."""
+    extent = most_iterations(lo, hi)
+    if extent is None:
         return model_k
     k = MIN_DOT_K
-    while k < extent.to_python() and k < model_k:
+    while k < extent and k < model_k:
         k *= 2
     return min(k, model_k)
 
@@ -457,7 +464,12 @@ class KernelPrinter:
         t = self.fresh("t")
         self.emit(depth, f"{t} = {term}")
         nan = f"tl.max(tl.where({mask} & ({t} != {t}), 1, 0), axis={axis}) > 0"
-        return f"tl.where({nan}, float(\"nan\"), tl.{base}(tl.where({mask}, {t}, {ident}), axis={axis}))"
+        # the NaN literal is a Python float: the select would widen a 16-bit chunk to float32, and the
+        # accumulator (of the chunk's type) would change type inside its loop, which Triton's compiler
+        # rejects (its interpreter does not)
+        tl_d = TritonExprPrinter(self.t, str, {}, bf16_as_f32=self.bf16).tl_type(d)
+        return (f"tl.where({nan}, float(\"nan\"), tl.{base}(tl.where({mask}, {t}, {ident}), axis={axis}))"
+                f".to({tl_d})")
 
     def reduction(self, reds: list[Reduction], depth: int, ctx: _Ctx) -> None:
         """``T op= f`` over a loop (several statements sharing it: one pass): chunks (:meth:`chunk_side`)

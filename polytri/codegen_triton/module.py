@@ -28,6 +28,7 @@ from ..ir.program import Program
 from ..ir.types import program_typer
 from ..schedule.loop_ast import For, Node, run_counts, walk
 from ..schedule.schedule import Schedule
+from .block_fit import fitted_sides
 from .host import HostPlanner, Launch
 from .kgen import KernelPrinter
 from .loader import import_triton
@@ -51,17 +52,18 @@ def generate_module(program: Program, ast: Node, schedule: Schedule, model: Laun
     type of counters, bounds and offsets (see :mod:`.index_width`)."""
     typer = program_typer(program)
 
-    def sides(chain, body) -> tuple[int, ...]:
+    def sides(chain, body, trips) -> tuple[int, ...]:
         kind = dot_launch(chain, body, program, typer)[0]
         if kind == "grid":
             return model.dot_block[:2]
         if kind == "columns":
             return (model.dot_block[0],)  # row blocks; the products' columns are chunks of inner loops
         if len(chain) >= 2:
-            return model.block
+            return fitted_sides(model.block, trips, model.programs)
         if any(isinstance(n, For) for n in walk(body)):
-            return (model.block[0],)  # loops inside run in chunks along a second axis: few lanes here
-        return (model.block[0] * model.block[1],)
+            # loops inside run in chunks along a second axis: few lanes here
+            return fitted_sides((model.block[0],), trips, model.programs)
+        return fitted_sides((model.block[0] * model.block[1],), trips, model.programs)
 
     planner = HostPlanner(program, schedule, sides)
     host = planner.plan(ast)

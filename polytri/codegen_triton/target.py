@@ -76,6 +76,10 @@ class LaunchModel:
     """Warps per program."""
     num_stages: int
     """Software-pipeline depth of ``tl.dot`` loops."""
+    programs: int | None = None
+    """Programs a launch should make at least, where its loops' iterations are known: the
+    architecture's multiprocessors (see :mod:`.block_fit`); ``None`` where the ``block`` option set the
+    sides (they are kept as given)."""
 
 
 def _pow2(v: int, what: str) -> int:
@@ -115,4 +119,5 @@ def launch_model(arch: GPUArch, *, element_bytes: int, dot_bytes: int | None,
         num_warps = 8 if dot_block[0] * dot_block[1] >= 128 * 128 and arch.warp_size == 32 else 4
     if num_stages is None:
         num_stages = 4 if arch.shared_memory >= 200 * 1024 else (3 if arch.shared_memory >= 128 * 1024 else 2)
-    return LaunchModel(b, dot_block, _pow2(num_warps, "num_warps"), int(num_stages))
+    return LaunchModel(b, dot_block, _pow2(num_warps, "num_warps"), int(num_stages),
+                       arch.sm_count if block is None else None)

@@ -12,7 +12,9 @@ from .expr import COMPARE_OPS, Access, Binary, Call, Cast, Const, Expr, Unary, V
 _ATOM = 6
 _POW = 5
 _UNARY = 4
-_PREC = {"+": 2, "-": 2, "*": 3, "/": 3, "//": 3, "%": 3, "**": _POW, **{op: 1 for op in COMPARE_OPS}}
+# "and" / "or" come only from isl's loop ASTs (bounds and guards): printed for messages, not parsed back
+_PREC = {"or": -1, "and": 0, "+": 2, "-": 2, "*": 3, "/": 3, "//": 3, "%": 3, "**": _POW,
+         **{op: 1 for op in COMPARE_OPS}}
 
 
 def format_const(value: int | float | bool) -> str:

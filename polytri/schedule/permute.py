@@ -35,6 +35,25 @@ def permute_dimensions(schedule: Schedule, order: list[int], deps: Dependences) 
     return replace(schedule, map=new_map, parallel=parallel_dimensions(new_map, deps), rows=rows, scalar=scalar)
 
 
+def permute_nest(schedule: Schedule, statements: frozenset[str], order: list[int], deps: Dependences) -> Schedule:
+    """``schedule`` with time dimension ``order[k]`` moved to position ``k`` for ``statements`` only (one
+    nest of a distributed schedule: the other statements keep their dimensions).  Unlike a band's
+    permutation this one can break dependences between the nest and the rest: the caller checks legality."""
+    n = schedule.ndim
+    src = ", ".join(f"t{i}" for i in range(n))
+    perm = isl.Map(f"{{ [{src}] -> [{', '.join(f't{i}' for i in order)}] }}")
+    maps: list[isl.Map] = []
+    schedule.map.foreach_map(lambda m: maps.append(m.apply_range(perm) if m.get_tuple_name(isl.dim_type.in_)
+                                                   in statements else m))
+    new_map = isl.UnionMap.from_map(maps[0])
+    for m in maps[1:]:
+        new_map = new_map.union(isl.UnionMap.from_map(m))
+    rows = tuple({st: (row_k[st] if st in statements else row_d[st]) for st, _ in row_d.items()}
+                 for row_d, row_k in ((schedule.rows[d], schedule.rows[order[d]]) for d in range(n))
+                 ) if schedule.rows else ()
+    return replace(schedule, map=new_map, parallel=parallel_dimensions(new_map, deps), rows=rows, bands=())
+
+
 def _leading_parallel(s: Schedule, dims: range) -> int:
     count = 0
     for d in dims:
