@@ -109,7 +109,7 @@ def test_block_sides_fit_the_loops_and_spread_over_the_multiprocessors() -> None
     assert fitted_sides((32, 32), (3, None), 132) == (32, 32)         # a parameter decides: kept
     assert fitted_sides((32, 32), (3, 197), None) == (32, 32)         # the user's block option: kept
     assert fitted_sides((1024,), (10, 300), 132) == (16,)             # 10 x 19 programs: the outer loop counts
-    assert fitted_sides((1024,), (5,), 132) == (1,)
+    assert fitted_sides((1024,), (5,), 132) == (4,)                   # halved to 4 lanes at the least
 
 
 def test_a_softmax_over_few_rows_runs_in_small_blocks_and_equals_the_reference() -> None:

@@ -338,7 +338,7 @@ def test_an_internal_code_generation_failure_falls_back_to_the_original_order(mo
 
 
 def test_the_sum_block_of_tl_dot_shrinks_to_a_short_constant_sum() -> None:
-    from polytri.codegen_triton.kgen import dot_k_block
+    from polytri.codegen_triton.block_fit import dot_k_block
     from polytri.ir.expr import Binary, Call, Const, Var
 
     c, n = Var("c5", "iter"), Var("N", "param")

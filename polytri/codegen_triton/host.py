@@ -23,7 +23,8 @@ from ..ir.program import Program
 from ..ir.types import program_typer
 from ..schedule.loop_ast import Block, For, If, Node, Run, isl_expr, walk
 from ..schedule.schedule import Schedule
-from .kgen import KernelSpec, kernel_parameters, most_iterations, upper_exclusive
+from .block_fit import most_iterations
+from .kgen import KernelSpec, kernel_parameters, upper_exclusive
 from .reduction import dot_launch
 from .texpr import index_text, user
 

@@ -16,17 +16,15 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import islpy as isl
-
 from .. import dtypes
 from ..dtypes import BOOL, INT64, DType
-from ..errors import PolytriError, UnsupportedError
-from ..ir.affine import to_isl
+from ..errors import UnsupportedError
 from ..ir.expr import Access, Expr, accesses, substitute, var_names
 from ..ir.program import Program
 from ..ir.reduction import NAN_EXTREMES, OPERATIONS
 from ..ir.types import Typer
 from ..schedule.loop_ast import Block, For, If, Node, Run, loop_upper
+from .block_fit import dot_k_block
 from .index_width import MAX_CHUNK
 from .reduction import Contraction, Reduction, column_contraction, find_contraction, find_reductions
 from .target import LaunchModel
@@ -79,38 +77,6 @@ def upper_exclusive(loop: For) -> Expr:
 
 def _loop_range(loop: For) -> tuple[Expr, Expr]:
     return loop.lower, upper_exclusive(loop)
-
-
-#: The smallest sum block ``tl.dot`` takes.
-MIN_DOT_K = 16
-
-
-def most_iterations(lo: Expr, hi: Expr) -> int | None:
-    """The most iterations a loop over ``[lo, hi)`` makes whatever the outer counters, where isl bounds it
-    by a constant (``None`` where the parameters decide)."""
-    names = sorted(var_names(lo, "iter") | var_names(hi, "iter"))
-    params = sorted(var_names(lo, "param") | var_names(hi, "param"))
-    try:
-        extent = isl.PwAff(f"[{', '.join(params)}] -> {{ [{', '.join(names)}] -> "
-                           f"[({to_isl(hi, what='bound', allow_minmax=True)}) - "
-                           f"({to_isl(lo, what='bound', allow_minmax=True)})] }}").max_val()
-    except (PolytriError, isl.Error):
-        return None
-    return extent.to_python() if extent.is_int() else None
-
-
-def dot_k_block(lo: Expr, hi: Expr, model_k: int) -> int:
-    """The block of the sum of a ``tl.dot`` contraction over ``[lo, hi)``: the model's, or a smaller power
-    of two (at least :data:`MIN_DOT_K`) when isl bounds the loop's extent below it whatever the outer
-    counters and parameters (a convolution's sum over the kernel width, 3: 16 lanes of the sum instead of
-    32, most of them zero padding either way)."""
-    extent = most_iterations(lo, hi)
-    if extent is None:
-        return model_k
-    k = MIN_DOT_K
-    while k < extent and k < model_k:
-        k *= 2
-    return min(k, model_k)
 
 
 class KernelPrinter:

@@ -58,12 +58,14 @@ def generate_module(program: Program, ast: Node, schedule: Schedule, model: Laun
             return model.dot_block[:2]
         if kind == "columns":
             return (model.dot_block[0],)  # row blocks; the products' columns are chunks of inner loops
+        loops = any(isinstance(n, For) for n in walk(body))
+        # spread over the multiprocessors only where each lane runs loops (chunks of their iterations)
+        programs = model.programs if model.programs is None or loops else 1
         if len(chain) >= 2:
-            return fitted_sides(model.block, trips, model.programs)
-        if any(isinstance(n, For) for n in walk(body)):
-            # loops inside run in chunks along a second axis: few lanes here
-            return fitted_sides((model.block[0],), trips, model.programs)
-        return fitted_sides((model.block[0] * model.block[1],), trips, model.programs)
+            return fitted_sides(model.block, trips, programs)
+        if loops:  # loops inside run in chunks along a second axis: few lanes here
+            return fitted_sides((model.block[0],), trips, programs)
+        return fitted_sides((model.block[0] * model.block[1],), trips, programs)
 
     planner = HostPlanner(program, schedule, sides)
     host = planner.plan(ast)
