@@ -350,8 +350,7 @@ import numpy as np
 import torch
 import polytri as pt
 
-name = sys.argv[1]
-for role in ("iter", "array", "scalar", "param"):
+for name, role in [(n, r) for n in sys.argv[1:] for r in ("iter", "array", "scalar", "param")]:
     try:
         p = pt.Program("cname", params=[name] if role == "param" else ["N"])
         size = name if role == "param" else "N"
@@ -364,7 +363,7 @@ for role in ("iter", "array", "scalar", "param"):
             p.assign(f"{arr}[{it}] = abs({arr}[{it}] - 3.0)" + (f" + {name}" if role == "scalar" else ""))
     except pt.ProgramError as exc:
         assert repr(name) in str(exc), str(exc)
-        print(role, "rejected")
+        print(name, role, "rejected", flush=True)
         continue
     kw = {"A": np.arange(4.0)} if arr == "A" else {name: np.arange(4.0)}
     if role == "scalar":
@@ -372,23 +371,27 @@ for role in ("iter", "array", "scalar", "param"):
     ref = {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
     pt.reference(p, **ref)
     pt.compile(p)(**kw)
-    assert np.array_equal(kw[arr], ref[arr]), (role, kw[arr], ref[arr])
-    print(role, "ok")
+    assert np.array_equal(kw[arr], ref[arr]), (name, role, kw[arr], ref[arr])
+    print(name, role, "ok", flush=True)
 """
 
 
+C_NAMES = ["int", "INFINITY", "NULL", "fabs"]
+
+
 @pytest.mark.cc
-@pytest.mark.parametrize("name", ["int", "INFINITY", "NULL", "fabs"])
-def test_c_reserved_names_are_rejected_or_mangled(name: str) -> None:
-    """Either the builder rejects the name with a ProgramError, or the kernel works and agrees with the reference.
-    Runs in a subprocess: a miscompiled signature can abort the interpreter."""
+def test_c_reserved_names_are_rejected_or_mangled() -> None:
+    """For each of :data:`C_NAMES` as an iterator, array, scalar and parameter: either the builder rejects the
+    name with a ProgramError, or the kernel works and agrees with the reference.  Runs in a subprocess (one
+    for all the names: each start imports torch): a miscompiled signature can abort the interpreter; the
+    lines printed up to then say which name and role got there."""
     import subprocess
     import sys
-    proc = subprocess.run([sys.executable, "-c", _C_NAME_SCRIPT, name], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", _C_NAME_SCRIPT, *C_NAMES], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, f"status {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
-    results = dict(line.split() for line in proc.stdout.splitlines() if line.strip())
-    assert set(results) == {"iter", "array", "scalar", "param"}, proc.stdout
+    results = {tuple(line.split()[:2]): line.split()[2] for line in proc.stdout.splitlines() if line.strip()}
+    assert set(results) == {(n, r) for n in C_NAMES for r in ("iter", "array", "scalar", "param")}, proc.stdout
     assert set(results.values()) <= {"ok", "rejected"}, proc.stdout
 
 
