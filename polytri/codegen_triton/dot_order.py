@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import islpy as isl
 
@@ -58,6 +58,22 @@ def _parallel_run(s: Schedule) -> list[int]:
     return run
 
 
+def _most_products(prog: Program, deps: Dependences, trials: Iterable[tuple[tuple[int, ...], Schedule | None]],
+                   dots: int) -> tuple[int, Schedule, Node, tuple[int, ...]] | None:
+    """Of the legal ``trials`` (an order and its schedule, ``None`` where the order was refused before isl
+    was asked), the first with the most products on ``tl.dot``, if more than ``dots``: (products, schedule,
+    loop tree, order)."""
+    best: tuple[int, Schedule, Node, tuple[int, ...]] | None = None
+    for perm, trial in trials:
+        if trial is None or not is_legal(trial.map, deps):
+            continue
+        trial_ast = build_loop_ast(prog, trial, deps)
+        n = dot_contractions(trial_ast, prog)
+        if n > (best[0] if best else dots):
+            best = (n, trial, trial_ast, perm)
+    return best
+
+
 def order_for_dot(prog: Program, deps: Dependences, schedule: Schedule, ast: Node,
                   decisions: list[Decision]) -> tuple[Schedule, Node]:
     """``schedule`` (and its loop tree) with its first parallel loops reordered when that puts more
@@ -67,19 +83,14 @@ def order_for_dot(prog: Program, deps: Dependences, schedule: Schedule, ast: Nod
     run = _parallel_run(schedule)
     if dots >= products or not 2 <= len(run) <= MAX_RUN:
         return schedule, ast
-    best: tuple[int, Schedule, Node, tuple[int, ...]] | None = None
-    for perm in itertools.permutations(run):
-        if list(perm) == run:
-            continue
-        order = list(range(schedule.ndim))
-        order[run[0]:run[-1] + 1] = perm
-        trial = permute_dimensions(schedule, order, deps)
-        if not all(trial.parallel[d] for d in run) or not is_legal(trial.map, deps):
-            continue
-        trial_ast = build_loop_ast(prog, trial, deps)
-        n = dot_contractions(trial_ast, prog)
-        if n > (best[0] if best else dots):
-            best = (n, trial, trial_ast, perm)
+    def trials() -> Iterator[tuple[tuple[int, ...], Schedule | None]]:
+        for perm in itertools.permutations(run):
+            if list(perm) != run:
+                order = list(range(schedule.ndim))
+                order[run[0]:run[-1] + 1] = perm
+                trial = permute_dimensions(schedule, order, deps)
+                yield perm, (trial if all(trial.parallel[d] for d in run) else None)
+    best = _most_products(prog, deps, trials(), dots)
     if best is None:
         return schedule, ast
     n, trial, trial_ast, perm = best
@@ -130,6 +141,18 @@ def _nest_orders(schedule: Schedule, deps: Dependences, nest: frozenset[str], lo
             yield (*perm, *inner)
 
 
+def _nest_trials(schedule: Schedule, deps: Dependences, nest: frozenset[str], loops: list[int]
+                 ) -> Iterator[tuple[tuple[int, ...], Schedule | None]]:
+    """Each order of :func:`_nest_orders` and ``schedule`` with ``nest``'s loops in it (``None`` where a
+    dimension would be left with constants only)."""
+    for perm in _nest_orders(schedule, deps, nest, loops):
+        order = list(range(schedule.ndim))
+        for d, e in zip(loops, perm):
+            order[d] = e
+        trial = permute_nest(schedule, nest, order, deps)
+        yield perm, (trial if _loops_kept(schedule, trial) else None)
+
+
 def order_nests_for_dot(prog: Program, deps: Dependences, schedule: Schedule, ast: Node,
                         decisions: list[Decision]) -> tuple[Schedule, Node]:
     """``schedule`` with the loop dimensions of each nest that holds a product reordered on their own where
@@ -143,18 +166,7 @@ def order_nests_for_dot(prog: Program, deps: Dependences, schedule: Schedule, as
     for nest in _nests(schedule):
         if dots >= len(forms) or not nest & forms:
             continue
-        best: tuple[int, Schedule, Node, tuple[int, ...]] | None = None
-        for perm in _nest_orders(schedule, deps, nest, loops):
-            order = list(range(schedule.ndim))
-            for d, e in zip(loops, perm):
-                order[d] = e
-            trial = permute_nest(schedule, nest, order, deps)
-            if not _loops_kept(schedule, trial) or not is_legal(trial.map, deps):
-                continue
-            trial_ast = build_loop_ast(prog, trial, deps)
-            n = dot_contractions(trial_ast, prog)
-            if n > (best[0] if best else dots):
-                best = (n, trial, trial_ast, perm)
+        best = _most_products(prog, deps, _nest_trials(schedule, deps, nest, loops), dots)
         if best is None:
             continue
         n, schedule, ast, perm = best
