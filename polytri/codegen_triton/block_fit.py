@@ -6,10 +6,11 @@ programs on a GPU of 132 multiprocessors, 29 of each block's 32 head lanes maske
 the grid loops' iterations by constants, each side is cut to its loop's iterations (rounded up to a power
 of two).  Where each lane runs loops, the largest side (the outer one on a tie: the inner one is the
 contiguous axis) is then halved, down to :data:`MIN_LANES` lanes, while the launch has fewer programs
-than the architecture has multiprocessors: those loops run in chunks of about 4096 elements whatever the lanes
-(:meth:`.kgen.KernelPrinter.chunk_side`), so the smaller blocks lose no vector width.  An elementwise
-launch is only cut: a program of 4 lanes would leave most of its threads idle.  Where the parameters decide the iterations the model's
-sides stay: the count of programs is not known when the kernel is generated.
+than the architecture has multiprocessors: those loops run in chunks of about 4096 elements whatever the
+lanes (:meth:`.kgen.KernelPrinter.chunk_side`), so the smaller blocks lose no vector width.  An
+elementwise launch is only cut: a program of 4 lanes would leave most of its threads idle.  Where the
+parameters decide the iterations, the model's sides stay: the count of programs is not known when the
+kernel is generated.
 
 The sum of a ``tl.dot`` contraction is blocked the same way (:func:`dot_k_block`): a short constant sum
 takes the smallest block that holds it.

@@ -103,8 +103,8 @@ def order_for_dot(prog: Program, deps: Dependences, schedule: Schedule, ast: Nod
 
 
 def _nests(schedule: Schedule) -> list[frozenset[str]]:
-    """The statements of each nest of ``schedule`` distributed at its first time dimension (one list when
-    that dimension is not a distribution)."""
+    """The statements of each nest of ``schedule`` distributed at its first time dimension (none when that
+    dimension is not a distribution, or holds one nest)."""
     if not (schedule.scalar and schedule.scalar[0]):
         return []
     nests: dict[int, set[str]] = {}

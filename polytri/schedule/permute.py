@@ -48,7 +48,7 @@ def permute_nest(schedule: Schedule, statements: frozenset[str], order: list[int
     new_map = isl.UnionMap.from_map(maps[0])
     for m in maps[1:]:
         new_map = new_map.union(isl.UnionMap.from_map(m))
-    rows = tuple({st: (row_k[st] if st in statements else row_d[st]) for st, _ in row_d.items()}
+    rows = tuple({st: (row_k[st] if st in statements else row_d[st]) for st in row_d}
                  for row_d, row_k in ((schedule.rows[d], schedule.rows[order[d]]) for d in range(n))
                  ) if schedule.rows else ()
     return replace(schedule, map=new_map, parallel=parallel_dimensions(new_map, deps), rows=rows, bands=())
