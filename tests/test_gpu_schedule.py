@@ -10,6 +10,7 @@ import pytest
 
 import polytri as pt
 from polytri.codegen_triton.block_fit import fitted_sides
+from polytri.suite.models import ZOO
 from polytri.schedule.choose import choose_schedule
 from polytri.schedule.dependences import compute_dependences
 
@@ -145,3 +146,26 @@ def test_a_bfloat16_nan_propagating_maximum_in_chunks_compiles_for_sm_90() -> No
             p.assign("m[i, j] = nanmax(m[i, j], x[i, j, r])")
     k = pt.compile(p, target="nvgpu")
     assert ".entry nanmax_rows_k0" in k.asm("sm_90")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_every_zoo_kernel_compiles_for_sm_90(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton's compiler, unlike its interpreter, checks types in loops: every kernel of a zoo model on
+    nvgpu, in float32 and bfloat16, compiles ahead of time for sm_90 (the kernels are not run: their
+    inputs would be garbage, and only the compilation is checked)."""
+    import torch
+    import torch._dynamo
+
+    from polytri.codegen_triton.kernel import TritonKernel
+    from polytri.suite.models import build
+    made: list[TritonKernel] = []
+    monkeypatch.setattr(TritonKernel, "__call__", lambda self, **kw: made.append(self))
+    for dtype in (torch.float32, torch.bfloat16):
+        model, x = build(name)
+        torch._dynamo.reset()
+        with torch.no_grad():
+            torch.compile(model.to(dtype), backend="polytri", options={"target": "nvgpu"})(x.to(dtype))
+    assert made
+    for kernel in {id(k): k for k in made}.values():
+        assert ".entry" in kernel.asm("sm_90"), kernel.program.name
