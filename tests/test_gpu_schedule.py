@@ -10,9 +10,9 @@ import pytest
 
 import polytri as pt
 from polytri.codegen_triton.block_fit import fitted_sides
-from polytri.suite.models import ZOO
 from polytri.schedule.choose import choose_schedule
 from polytri.schedule.dependences import compute_dependences
+from polytri.suite.models import ZOO
 
 pytestmark = pytest.mark.interp
 
