@@ -1,6 +1,6 @@
 """GPU benchmark: polytri's Triton kernels against torch (cuBLAS, cuDNN) and torch.compile (Inductor).
 
-    python benchmarks/gpu.py [--quick] [--variants] [--models]
+    python benchmarks/gpu.py [--quick] [--variants] [--models [MODEL ...]]
 
 On a machine without a GPU it prints why and exits 0.  Every row is measured in one run with
 ``triton.testing.do_bench`` (median of repeated launches, L2 flushed between them) and reported as a ratio
@@ -101,7 +101,7 @@ def _variants(build: Callable[[], pt.Program], target: str, options: list[dict],
     return rows
 
 
-def _zoo_rows(bench: Callable[[Callable[[], object]], float]) -> Iterator[str]:
+def _zoo_rows(bench: Callable[[Callable[[], object]], float], names: list[str]) -> Iterator[str]:
     """Each zoo model on the GPU, one row as each is measured (a compile takes tens of seconds): polytri's
     time as a ratio to Inductor's and to eager's, with both cold compile times.  float32 runs with tf32
     off everywhere (cuBLAS, cuDNN), as polytri computes it."""
@@ -116,7 +116,7 @@ def _zoo_rows(bench: Callable[[Callable[[], object]], float]) -> Iterator[str]:
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     yield (f"{'model':18s} {'polytri ms':>10s} {'Inductor':>9s} {'eager':>9s}  {'/Inductor':>9s} {'/eager':>7s}"
            f"  compile s (polytri / Inductor)")
-    for name in sorted(ZOO):
+    for name in names or sorted(ZOO):
         for dtype in (torch.float32, torch.bfloat16):
             model, x = build(name, bench=True)
             model, x = model.cuda().to(dtype), x.cuda().to(dtype)
@@ -144,16 +144,25 @@ def _zoo_rows(bench: Callable[[Callable[[], object]], float]) -> Iterator[str]:
                    f"{compiled['polytri'][1]:6.1f} / {compiled['inductor'][1]:5.1f}{note}")
 
 
+def _check_models(parser: argparse.ArgumentParser, names: list[str]) -> None:
+    """Exit with a usage error naming the models of ``names`` that the zoo does not have."""
+    from polytri.suite.models import ZOO
+    unknown = sorted(set(names) - set(ZOO))
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; the zoo has {', '.join(sorted(ZOO))}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
     parser.add_argument("--variants", action="store_true",
                         help="also time the fp16 matmul under other launch-model choices (tile, warps, stages), "
                              "the data that the launch model's defaults are checked against")
-    parser.add_argument("--models", action="store_true",
+    parser.add_argument("--models", nargs="*", metavar="MODEL",
                         help="also the model zoo (polytri.suite.models, benchmark sizes) in float32 and bfloat16: "
-                             "eager, Inductor and torch.compile(backend='polytri')")
+                             "eager, Inductor and torch.compile(backend='polytri'); the models named, or all")
     args = parser.parse_args(argv)
+    _check_models(parser, args.models or [])
     import torch
     if not torch.cuda.is_available():
         print("benchmarks/gpu.py: no CUDA/ROCm GPU on this machine (torch.cuda.is_available() is False); "
@@ -240,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"polytri {pt.__version__} on {torch.cuda.get_device_name()} (target {target}), median times")
     print(f"{'kernel':28s} {'polytri ms':>10s} {'ref ms':>10s}  ratio")
     print("\n".join(rows))
-    if args.models:
+    if args.models is not None:
         print("\nmodel zoo (time ratios: polytri over the reference, lower is better)")
-        for row in _zoo_rows(bench):
+        for row in _zoo_rows(bench, args.models):
             print(row, flush=True)
     print("not measured yet: attention (its single-kernel online-softmax fusion is the fusion issue's work)")
     return 0

@@ -298,6 +298,14 @@ def test_gpu_benchmark_exits_cleanly_without_a_gpu(capsys: pytest.CaptureFixture
         pytest.skip("a GPU is present: the benchmark would run")
     assert _gpu_benchmark_module().main([]) == 0
     assert "no CUDA/ROCm GPU" in capsys.readouterr().out
+    assert _gpu_benchmark_module().main(["--models", "vit", "resnet"]) == 0
+
+
+def test_gpu_benchmark_names_an_unknown_model(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        _gpu_benchmark_module().main(["--models", "vit", "alexnet"])
+    assert info.value.code == 2
+    assert "unknown model(s) alexnet; the zoo has " in capsys.readouterr().err
 
 
 def test_batched_contraction_with_transposed_operands_uses_tl_dot() -> None:
