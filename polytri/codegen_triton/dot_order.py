@@ -39,6 +39,7 @@ from ..schedule.loop_ast import Node, build_loop_ast
 from ..schedule.permute import permute_dimensions, permute_nest
 from ..schedule.schedule import Schedule, loops_are_parallel
 from .host import dot_contractions
+from .nest_fusion import distribution_values
 
 log = logging.getLogger("polytri.triton")
 
@@ -108,11 +109,8 @@ def _nests(schedule: Schedule) -> list[frozenset[str]]:
     if not (schedule.scalar and schedule.scalar[0]):
         return []
     nests: dict[int, set[str]] = {}
-
-    def one(m: isl.Map) -> None:
-        val = m.range().plain_get_val_if_fixed(isl.dim_type.set, 0)
-        nests.setdefault(val.to_python(), set()).add(m.get_tuple_name(isl.dim_type.in_))
-    schedule.map.foreach_map(one)
+    for st, value in distribution_values(schedule, 0).items():
+        nests.setdefault(value, set()).add(st)
     return [frozenset(v) for _, v in sorted(nests.items())] if len(nests) > 1 else []
 
 

@@ -30,6 +30,11 @@ def _candidate(prog: Program, deps: Dependences, opts: dict[str, Any], fuse: str
     return schedule, decisions, ast
 
 
+def _label(name: str) -> str:
+    """A candidate as ``explain()`` names it: ``fusion 'smart'``, ``the input order``."""
+    return "the input order" if name == "original" else f"fusion '{name}'"
+
+
 def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any], *, built: bool = False) -> Chosen:
     """The schedule (untiled: kernels block their parallel loops themselves), with the band order that puts
     parallel loops outward, and its loop AST.  With ``schedule='auto'`` and ``fuse='auto'`` the candidates
@@ -54,29 +59,29 @@ def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any], *, buil
         return _candidate(prog, deps, opts, opts["fuse"])
     if opts["schedule"] == "original":
         return _candidate(prog, deps, opts, "smart")
+    # Pluto's maximal fusion is not among the candidates: its search can run for minutes on small
+    # programs (a two-layer MLP), and isl's operation budget does not stop it.  Each candidate is named
+    # by its fusion, the input order "original"; on a tie the earlier stays.
+    candidates = [("smart", "pluto", "smart"), ("none", "pluto", "none")]
+    if opts["schedule"] == "auto":
+        candidates.append(("original", "original", "smart"))
     best = None
     summary = []
     launches: dict[str, tuple[int, ...]] = {}
     products: dict[str, int] = {}
-    # Pluto's maximal fusion is not among the candidates: its search can run for minutes on small
-    # programs (a two-layer MLP), and isl's operation budget does not stop it
-    kinds = ("pluto", "original") if opts["schedule"] == "auto" else (opts["schedule"],)
-    for kind, fuse in [(k, f) for k in kinds for f in (("smart", "none") if k == "pluto" else ("smart",))]:
+    for name, kind, fuse in candidates:
         cand = _candidate(prog, deps, {**opts, "schedule": kind}, fuse)
         chains = launch_chains(cand[2]) or [0]
-        dots = dot_contractions(cand[2], prog)
-        key = (dots, min(chains), -len(chains), max(chains))
-        label = "input order" if kind == "original" else f"'{fuse}'"
-        summary.append(f"{label}: {len(chains)} launch(es), grid loops {chains}, {dots} product(s) on tl.dot")
-        launches["original" if kind == "original" else fuse] = tuple(chains)
-        products["original" if kind == "original" else fuse] = dots
+        launches[name], products[name] = tuple(chains), dot_contractions(cand[2], prog)
+        shown = "input order" if name == "original" else f"'{name}'"
+        summary.append(f"{shown}: {len(chains)} launch(es), grid loops {chains}, {products[name]} product(s) on tl.dot")
+        key = (products[name], min(chains), -len(chains), max(chains))
         if best is None or key > best[0]:
-            best = (key, fuse, label, cand)
+            best = (key, name, fuse, cand)
     assert best is not None
-    _, fuse, label, (schedule, decisions, ast) = best
+    _, name, fuse, (schedule, decisions, ast) = best
     decisions = decisions + [Decision("schedule", "gpu-fusion", prog.name,
-                                      f"GPU: {'the input order' if label == 'input order' else 'fusion ' + label} "
-                                      f"chosen ({'; '.join(summary)})",
+                                      f"GPU: {_label(name)} chosen ({'; '.join(summary)})",
                                       {"fuse": fuse, "origin": schedule.origin, "grid_loops": launches,
                                        "products": products})]
     return hoist_parallel_loops(prog, deps, schedule, decisions, ast)

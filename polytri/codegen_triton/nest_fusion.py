@@ -52,7 +52,7 @@ def _hoists(schedule: Schedule) -> list[tuple[int, int]]:
     return out
 
 
-def _constants(schedule: Schedule, d: int) -> dict[str, int]:
+def distribution_values(schedule: Schedule, d: int) -> dict[str, int]:
     """Each statement's value of the distribution dimension ``d``."""
     out: dict[str, int] = {}
 
@@ -70,7 +70,8 @@ def drop_uniform_dimensions(schedule: Schedule, deps: Dependences) -> Schedule:
     such zeros between its loops, which hides the run of parallel loops a GPU hoist fuses below."""
     drop = []
     for d in range(schedule.ndim):
-        if d < len(schedule.scalar) and schedule.scalar[d] and len(set(_constants(schedule, d).values())) == 1:
+        if (d < len(schedule.scalar) and schedule.scalar[d]
+                and len(set(distribution_values(schedule, d).values())) == 1):
             drop.append(d)
     if not drop or len(drop) == schedule.ndim:
         return schedule
@@ -113,7 +114,7 @@ def _hoisted(schedule: Schedule, d: int, k: int, groups: list[list[int]], deps: 
     """The schedule with the nests of each group fused below the ``k`` parallel loops after ``d``, or
     ``None`` where that is illegal or serializes one of those loops."""
     number = {v: g for g, vals in enumerate(groups) for v in vals}
-    group_of = {s: number[v] for s, v in _constants(schedule, d).items()}
+    group_of = {s: number[v] for s, v in distribution_values(schedule, d).items()}
     trial = _grouped(schedule, d, group_of, deps)
     # the old dimension d is now d + 1: move it below the k loops after it
     order = list(range(trial.ndim))
@@ -138,7 +139,7 @@ def _greedy_groups(prog: Program, schedule: Schedule, d: int, k: int, deps: Depe
     parallel, and keeps ``floor``: at least as many grid loops in the poorest launch and as many products
     on tl.dot (nests whose inner loops differ, fused below their shared outer loop only, would lose grid
     loops)."""
-    values = sorted(set(_constants(schedule, d).values()))
+    values = sorted(set(distribution_values(schedule, d).values()))
     groups: list[list[int]] = []
     current = [values[0]]
     fused = False

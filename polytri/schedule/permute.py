@@ -23,13 +23,15 @@ from .schedule import Schedule, parallel_dimensions
 log = logging.getLogger("polytri.schedule")
 
 
+def _reorder(n: int, order: list[int]) -> isl.Map:
+    """``{ [t0, ..., t(n-1)] -> [t(order[0]), ...] }``."""
+    src = ", ".join(f"t{i}" for i in range(n))
+    return isl.Map(f"{{ [{src}] -> [{', '.join(f't{i}' for i in order)}] }}")
+
+
 def permute_dimensions(schedule: Schedule, order: list[int], deps: Dependences) -> Schedule:
     """``schedule`` with time dimension ``order[k]`` moved to position ``k``."""
-    n = schedule.ndim
-    src = ", ".join(f"t{i}" for i in range(n))
-    dst = ", ".join(f"t{i}" for i in order)
-    perm = isl.UnionMap(f"{{ [{src}] -> [{dst}] }}")
-    new_map = schedule.map.apply_range(perm)
+    new_map = schedule.map.apply_range(isl.UnionMap.from_map(_reorder(schedule.ndim, order)))
     rows = tuple(schedule.rows[i] for i in order) if schedule.rows else ()
     scalar = tuple(schedule.scalar[i] for i in order) if schedule.scalar else ()
     return replace(schedule, map=new_map, parallel=parallel_dimensions(new_map, deps), rows=rows, scalar=scalar)
@@ -40,8 +42,7 @@ def permute_nest(schedule: Schedule, statements: frozenset[str], order: list[int
     nest of a distributed schedule: the other statements keep their dimensions).  Unlike a band's
     permutation this one can break dependences between the nest and the rest: the caller checks legality."""
     n = schedule.ndim
-    src = ", ".join(f"t{i}" for i in range(n))
-    perm = isl.Map(f"{{ [{src}] -> [{', '.join(f't{i}' for i in order)}] }}")
+    perm = _reorder(n, order)
     maps: list[isl.Map] = []
     schedule.map.foreach_map(lambda m: maps.append(m.apply_range(perm) if m.get_tuple_name(isl.dim_type.in_)
                                                    in statements else m))

@@ -23,12 +23,14 @@ a tile keeps whole rows.  A 3-D stencil's band has four: tiled along two, a tile
 (heat-3d at PolyBench's LARGE size: 48 planes of 120 x 120 of two arrays, 11 MiB, beyond the L2); along
 three, each point of a tile is reread fewer than twice from the cache (8 x 8 x 32 tiles of heat-3d: its
 8 steps touch 24 x 48 columns to compute 8 x 32), and it ran between 0.94x and 1.11x the time of its
-input order in three runs (taken at load 1.1-1.7: indicative only): no gain to count on.  So a 3-D stencil keeps its input order.
+input order in three runs (taken at load 1.1-1.7: indicative only): no gain to count on.  So a 3-D
+stencil keeps its input order.
 
 Sizes: 8 time steps by 32 along the space dimension (a tile of jacobi-2d keeps 48 rows of its two
-arrays: 1 MiB at PolyBench's LARGE size; 4 to 16 steps by 32 ran within 5% of each other, 8 by 128
-1.5x slower, in one sweep whose load rose from 0.6 to 1.2: indicative).  ``polytri bench --dataset large`` on the development machine, two threads (load 0.45
-before, 1.07 after): jacobi-2d 485 ms against 700 for the input order with OpenMP (0.69x), fdtd-2d 396
+arrays: 1 MiB at PolyBench's LARGE size).  4 to 16 steps by 32 ran within 5% of each other, 8 by 128
+1.5x slower, in one sweep whose load rose from 0.6 to 1.2 (indicative).  ``polytri bench --dataset
+large`` on the development machine, two threads, started at load 0.45 (1.07 at its end, the run's own
+threads counted): jacobi-2d 485 ms against 700 for the input order with OpenMP (0.69x), fdtd-2d 396
 against 756 (0.52x); docs/scheduler.md.
 """
 
