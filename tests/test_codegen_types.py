@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 import polytri as pt
 from polytri import dtypes
-from polytri.cpu_codegen.cexpr import C, binop, c_float, c_int, index_expr
+from polytri.cpu_codegen.cexpr import C, CExprPrinter, binop, c_float, c_int, index_expr
 from polytri.ir.expr import COMPARE_OPS, Access, Binary, Call, Cast, Const, Expr, Unary, Var, walk
+from polytri.ir.parse import Scope, parse_expr
 from polytri.ir.printer import expr_to_str
 from polytri.ir.types import Typer
 
@@ -132,6 +133,45 @@ def test_weak_where_branches_are_converted() -> None:
         p.assign("C[i] = where(i < 100, 7, 2.5) // 0")
     got, ref = _run_both(p, {"C": np.zeros(2)})
     np.testing.assert_array_equal(got["C"], ref["C"])
+
+
+BOOL_FORMS = {  # a boolean select or test -> its C form (bitwise on bytes, which gcc vectorizes)
+    "where(P[i], True, Q[i])": "P[i] | Q[i]", "where(P[i], Q[i], False)": "P[i] & Q[i]",
+    "where(P[i], False, Q[i])": "!P[i] & Q[i]", "where(P[i], Q[i], True)": "!P[i] | Q[i]",
+    "P[i] == 0": "!P[i]", "P[i] != 0": "P[i]", "P[i] == 1": "P[i]", "0 != P[i]": "P[i]",
+    "where(F[i] < 0, True, Q[i])": "(F[i] < 0.0f) | Q[i]",
+}
+
+
+def test_boolean_selects_print_as_bitwise_operations() -> None:
+    types = {"P": dtypes.BOOL, "Q": dtypes.BOOL, "F": dtypes.FLOAT32, "L": dtypes.INT64}
+    printer = CExprPrinter(Typer(types.__getitem__, lambda s: dtypes.FLOAT64),
+                           lambda a: C(f"{a.array}[{expr_to_str(a.index[0])}]", 16))
+    scope = Scope({**{a: "array" for a in types}, "i": "iter"})
+    for text, c in BOOL_FORMS.items():
+        assert printer.expr(parse_expr(text, scope)).text == c, text
+    # a division by zero that the select skips stays skipped; a non-boolean select stays a select
+    for text in ("where(P[i], True, L[i] // L[i] == 1)", "where(P[i], 1.5, F[i])"):
+        assert "?" in printer.expr(parse_expr(text, scope)).text, text
+
+
+@pytest.mark.cc
+def test_boolean_selects_agree_with_the_reference() -> None:
+    p = pt.Program("boolsel", params=["N"])
+    for n in "PQ":
+        p.array(n, ("N",), "bool")
+    p.array("F", ("N",), "float32")
+    for k in range(len(BOOL_FORMS)):
+        p.array(f"O{k}", ("N",), "bool")
+    with p.loop("i", 0, "N"):
+        for k, text in enumerate(BOOL_FORMS):
+            p.assign(f"O{k}[i] = {text}")
+    rng = np.random.default_rng(3)
+    args = {"P": rng.integers(0, 2, 64).astype(bool), "Q": rng.integers(0, 2, 64).astype(bool),
+            "F": rng.uniform(-1, 1, 64).astype(np.float32), **{f"O{k}": np.zeros(64, bool) for k in range(len(BOOL_FORMS))}}
+    got, ref = _run_both(p, args)
+    for k, text in enumerate(BOOL_FORMS):
+        np.testing.assert_array_equal(got[f"O{k}"], ref[f"O{k}"], err_msg=text)
 
 
 @pytest.mark.cc

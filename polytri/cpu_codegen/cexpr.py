@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from .. import dtypes
 from ..dtypes import BFLOAT16, FLOAT16, INT64, DType
 from ..ir.affine import const_value
-from ..ir.expr import COMPARE_OPS, Access, Binary, Call, Cast, Const, Expr, Unary, Var
+from ..ir.expr import COMPARE_OPS, Access, Binary, Call, Cast, Const, Expr, Unary, Var, walk
 from ..ir.reduction import NAN_EXTREMES, nan_select
 from ..ir.types import Typer
 
-PRIMARY, UNARY, MUL, ADD, REL, EQ, AND, OR, COND = 16, 15, 13, 12, 10, 9, 5, 4, 3
+PRIMARY, UNARY, MUL, ADD, REL, EQ, BITAND, BITOR, AND, OR, COND = 16, 15, 13, 12, 10, 9, 8, 6, 5, 4, 3
 _BIN_PREC = {"*": MUL, "/": MUL, "%": MUL, "+": ADD, "-": ADD, "<": REL, "<=": REL, ">": REL, ">=": REL,
              "==": EQ, "!=": EQ, "and": AND, "or": OR}
 _C_OP = {"and": "&&", "or": "||"}
@@ -209,6 +209,9 @@ class CExprPrinter:
 
     def binary(self, e: Binary, d: DType) -> C:
         if e.op in COMPARE_OPS:
+            truth = self.bool_test(e)
+            if truth is not None:
+                return truth
             od = self.t.operand_type(e).dtype
             return binop(e.op, self.conv(e.lhs, od), self.conv(e.rhs, od))
         if e.op == "**":
@@ -229,6 +232,9 @@ class CExprPrinter:
         if f in NAN_EXTREMES:  # the select it is computed with
             return self.expr(nan_select(e))
         if f == "where":
+            logic = self.bool_select(e) if d is dtypes.BOOL else None
+            if logic is not None:
+                return logic
             c = self.expr(e.args[0])
             a, b = self.conv(e.args[1], d), self.conv(e.args[2], d)
             return C(f"{c.at(OR)} ? {a.at(OR)} : {b.at(COND)}", COND)
@@ -245,6 +251,34 @@ class CExprPrinter:
         name = {"abs": "fabs", "floor": "floor", "ceil": "ceil", "round": "nearbyint", "exp": "exp", "log": "log", "sqrt": "sqrt",
                 "tanh": "tanh", "erf": "erf"}[f]
         return self.rnd(d, call(name + suffix, x))
+
+
+    def bool_test(self, e: Binary) -> C | None:
+        """A boolean compared with the integer 0 or 1 (``logical_not`` of a boolean is ``x == 0``) as ``x`` or
+        ``!x``: the comparison in the operands' common type, int64, keeps gcc from vectorizing bytes."""
+        for x, n in ((e.lhs, const_value(e.rhs)), (e.rhs, const_value(e.lhs))):
+            if n in (0, 1) and e.op in ("==", "!=") and self.t(x).dtype is dtypes.BOOL and not self.t(x).weak:
+                code = self.expr(x)
+                return code if (e.op == "==") == (n == 1) else C(f"!{code.at(UNARY)}", UNARY)
+        return None
+
+    def bool_select(self, e: Call) -> C | None:
+        """A boolean ``where`` with a literal arm as a bitwise operation on its two other operands, which gcc
+        vectorizes (it leaves ``c ? true : x`` on bytes a scalar loop with a branch): ``where(c, True, x)``
+        is ``c | x``, ``where(c, x, False)`` is ``c & x``, and their negated forms.  Both operands are
+        evaluated: every access is in bounds wherever its statement runs (``check_bounds``), and an operand
+        with an integer division (which could divide by zero where the select skips it) keeps the select."""
+        c, a, b = e.args
+        lit = [isinstance(x, Const) and isinstance(x.value, bool) for x in (a, b)]
+        if lit[0] == lit[1] or any(isinstance(n, Binary) and n.op in ("//", "%") for x in e.args for n in walk(x)):
+            return None
+        value, other = (a, b) if lit[0] else (b, a)
+        assert isinstance(value, Const)
+        cond = self.conv(c, dtypes.BOOL)
+        if lit[0] != (value.value is True):  # where(c, False, x) = !c & x; where(c, x, True) = !c | x
+            cond = C(f"!{cond.at(UNARY)}", UNARY)
+        op, prec = ("|", BITOR) if value.value is True else ("&", BITAND)
+        return C(f"{cond.at(UNARY)} {op} {self.conv(other, dtypes.BOOL).at(UNARY)}", prec)
 
 
 #: The method of :class:`CExprPrinter` that prints each kind of expression node (:meth:`~CExprPrinter.expr`).
