@@ -9,7 +9,7 @@ import pytest
 from oracles import contraction_reference
 
 import polytri as pt
-from polytri.cpu_codegen.blocking import cpu_flags
+from polytri.cpu_codegen.blocking import cpu_flags, vector_bytes
 from polytri.cpu_codegen.contraction import blocking
 from polytri.cpu_codegen.contraction_model import TRANSPOSE_BLOCK_BYTES
 from polytri.dtypes import FLOAT32, FLOAT64
@@ -71,6 +71,16 @@ def _edges(d) -> list[dict]:
                          + [(3, 1), pytest.param(3, 2, marks=pytest.mark.slow)])  # case 3 on 2 threads: make fuzz
 def test_float32_gemm_equals_reference_at_block_edges(case: int, threads: int) -> None:
     _check(_gemm(), _edges(FLOAT32)[case], {"threads": threads})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_ragged_column_blocks_run_the_kernel_of_their_width(dtype: str) -> None:
+    """The last block of a row narrower than a panel runs on as many vectors as it needs (one to all but
+    one), and each width sums exactly what the reference sums."""
+    d = FLOAT32 if dtype == "float32" else FLOAT64
+    b, lanes = blocking(d), vector_bytes() // d.itemsize
+    for width in sorted({1, lanes, lanes + 1, 2 * lanes + 1, b.nr - 1}):
+        _check(_gemm(dtype=dtype), dict(M=b.mr + 1, N=b.nr + width, K=7), {"threads": 1})
 
 
 @pytest.mark.parametrize("case", range(4))

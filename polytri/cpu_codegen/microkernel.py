@@ -36,28 +36,36 @@ def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False, dot: DotProdu
         return kernel(dot, d.c_type, b) + _edge_kernel(d, b, f"{dot.name}add", "", (dot.left_type, dot.right_type))
     name = f"{d.name}{'add' if op == '+' else 'sub'}"
     attr = '__attribute__((optimize("fp-contract=fast")))\n' if fma else ""
-    body = _simd_body(d, op, b) if simd else _scalar_body(d, op, b)
-    return _kernel_head(d, op, b, name, attr) + body + _edge_kernel(d, b, name, attr)
+    if not simd:
+        return _kernel_head(d, op, b, f"ukernel_{name}", attr) + _scalar_body(d, op, b) + _edge_kernel(d, b, name, attr)
+    lanes = vector_bytes() // d.itemsize
+    nv = b.nr // lanes
+    parts = "".join(_kernel_head(d, op, b, f"ukpart{j}_{name}", attr, j * lanes) + _simd_body(d, op, b, j)
+                    for j in range(1, nv))
+    return (parts + _kernel_head(d, op, b, f"ukernel_{name}", attr) + _simd_body(d, op, b, nv)
+            + _edge_kernel(d, b, name, attr, parts=(lanes, nv)))
 
 
-def _kernel_head(d: DType, op: str, b: Blocking, name: str, attr: str) -> str:
-    """The comment and signature of ``pt__ukernel_<name>``, up to its opening brace."""
+def _kernel_head(d: DType, op: str, b: Blocking, fname: str, attr: str, width: int | None = None) -> str:
+    """The comment and signature of ``pt__<fname>``, up to its opening brace; ``width``: the block's
+    first columns only (an edge's), of a full-width panel."""
     t = d.c_type
+    cols = f"the first {width} columns of an {b.mr} x {b.nr} block" if width else f"an {b.mr} x {b.nr} block"
     return f"""\
-/* C[r][q] {op}= sum over k of ap[k][r] * bp[k][q]: an {b.mr} x {b.nr} block held in registers while k runs;
+/* C[r][q] {op}= sum over k of ap[k][r] * bp[k][q]: {cols} held in registers while k runs;
    ap is a packed {b.mr}-row panel of the left factor, bp a packed {b.nr}-column panel of the right one.
    With load == 0 the block starts at zero instead of C's values (C = 0 {op} ...). */
-{attr}static void pt__ukernel_{name}(int64_t kc, const {t} *restrict ap, const {t} *restrict bp, {t} *restrict c,
+{attr}static void pt__{fname}(int64_t kc, const {t} *restrict ap, const {t} *restrict bp, {t} *restrict c,
                                int64_t ldc, int load) {{
 """
 
 
-def _simd_body(d: DType, op: str, b: Blocking) -> str:
-    """The micro-kernel's body with GCC's vector types: one vector per ``lanes`` columns, each row of the
-    right panel loaded into registers once per ``k`` (and pinned there by an empty ``asm``)."""
+def _simd_body(d: DType, op: str, b: Blocking, nv: int) -> str:
+    """The micro-kernel's body with GCC's vector types: one vector per ``lanes`` columns for the first
+    ``nv`` vectors of the panel, each row of the right panel loaded into registers once per ``k`` (and
+    pinned there by an empty ``asm``)."""
     t = d.c_type
     lanes = vector_bytes() // d.itemsize
-    nv = b.nr // lanes
     vt = f"pt__v{d.name}"
     pin = "#if defined(__x86_64__)\n      __asm__(\"\" : \"+v\"(bv[v]));\n#endif\n"
     return f"""\
@@ -105,11 +113,19 @@ def _scalar_body(d: DType, op: str, b: Blocking) -> str:
 """
 
 
-def _edge_kernel(d: DType, b: Blocking, name: str, attr: str, panels: tuple[str, str] | None = None) -> str:
+def _edge_kernel(d: DType, b: Blocking, name: str, attr: str, panels: tuple[str, str] | None = None,
+                 parts: tuple[int, int] | None = None) -> str:
     """``pt__uedge_<name>``: the micro-kernel on the valid ``mr x nr`` corner of a block, through a tile;
-    ``panels`` are the C types of the left and right panels' elements when they are not the target's."""
+    ``panels`` are the C types of the left and right panels' elements when they are not the target's.
+    With ``parts`` (lanes, vectors per row of the block), a corner of fewer vectors runs the kernel of its
+    own width (``pt__ukpart<j>_<name>``): the last 4 columns of a row of 196 ran a whole 64-column block."""
     t = d.c_type
     lt, rt = panels or (t, t)
+    full = f"pt__ukernel_{name}(kc, ap, bp, tile, {b.nr}, 1);"
+    if parts is not None and parts[1] > 1:
+        lanes, nv = parts
+        cases = " ".join(f"case {j}: pt__ukpart{j}_{name}(kc, ap, bp, tile, {b.nr}, 1); break;" for j in range(1, nv))
+        full = f"switch ((nr + {lanes - 1}) / {lanes}) {{ {cases} default: {full} }}"
     return f"""\
 /* The same on the valid mr x nr corner of a block at the target's ragged edge. */
 {attr}static void pt__uedge_{name}(int64_t kc, const {lt} *restrict ap, const {rt} *restrict bp, {t} *restrict c,
@@ -117,7 +133,7 @@ def _edge_kernel(d: DType, b: Blocking, name: str, attr: str, panels: tuple[str,
   {t} tile[{b.mr} * {b.nr}] = {{0}};
   for (int64_t r = 0; r < mr && load; r++)
     for (int64_t q = 0; q < nr; q++) tile[r * {b.nr} + q] = c[r * ldc + q];
-  pt__ukernel_{name}(kc, ap, bp, tile, {b.nr}, 1);
+  {full}
   for (int64_t r = 0; r < mr; r++)
     for (int64_t q = 0; q < nr; q++) c[r * ldc + q] = tile[r * {b.nr} + q];
 }}
