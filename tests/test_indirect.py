@@ -159,3 +159,44 @@ def test_one_index_check_built_for_the_parameters_checks_every_later_call() -> N
         with pytest.raises(pt.IndexValueError, match=rf"equal {bad}, out of range"):
             check(_args([3, bad, 0]), {})
     check(_args([0, 0, 6]), {})
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_a_block_of_an_index_array_is_checked_by_its_least_and_greatest_values(kind: str) -> None:
+    """A subscript that is a block of one index array (here a column, whose neighbour holds garbage the
+    program never reads) is checked by the block's least and greatest values alone; a value out of range
+    still gets the full message."""
+    import torch
+
+    from polytri.runtime.index_check import IndexCheck
+    p = pt.Program("col", params=["N", "V"])
+    p.array("W", ("V",), "float64")
+    p.array("ids", ("N", 2), "int64")
+    p.array("out", ("N",), "float64")
+    with p.loop("i", 0, "N"):
+        p.assign("out[i] = W[ids[i, 1]]")
+    check = IndexCheck(p.build(), {"N": 4, "V": 5})
+    assert [s.block for s in check.subscripts] == [("ids", (slice(0, 4), 1))]
+    as_array = torch.from_numpy if kind == "torch" else np.asarray
+    ids = np.array([[99, 0], [-7, 4], [99, 2], [99, 1]])
+    check({"W": as_array(np.zeros(5)), "ids": as_array(ids), "out": as_array(np.zeros(4))}, {})
+    ids[2, 1] = 5
+    with pytest.raises(pt.IndexValueError, match="equal 5, out of range"):
+        check({"W": as_array(np.zeros(5)), "ids": as_array(ids), "out": as_array(np.zeros(4))}, {})
+
+
+def test_a_wrapped_block_of_an_index_array_is_checked_by_its_least_and_greatest_values() -> None:
+    """``where(x < 0, x + 5, x)`` (a negative index counted from the end) is in range for -5 <= x < 5."""
+    from polytri.runtime.index_check import IndexCheck
+    p = pt.Program("wrap", params=["N"])
+    p.array("W", (5,), "float64")
+    p.array("ids", ("N",), "int64")
+    p.array("out", ("N",), "float64")
+    with p.loop("i", 0, "N"):
+        p.assign("out[i] = W[where(ids[i] < 0, ids[i] + 5, ids[i])]")
+    check = IndexCheck(p.build(), {"N": 3})
+    assert [(s.block, s.low) for s in check.subscripts] == [(("ids", (slice(0, 3),)), -5)]
+    check({"W": np.zeros(5), "ids": np.array([-5, 4, 0]), "out": np.zeros(3)}, {})
+    for bad in (-6, 5):
+        with pytest.raises(pt.IndexValueError, match=f"equal {bad + 5 if bad < 0 else bad}, out of range"):
+            check({"W": np.zeros(5), "ids": np.array([0, bad, 1]), "out": np.zeros(3)}, {})

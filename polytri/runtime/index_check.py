@@ -96,8 +96,9 @@ def _value(e: Expr, env: dict[str, Any], arrays: dict[str, Any], xp: _Xp) -> Any
 
 
 def _instances(st: Statement, used: list[str], program: Program,
-               params: dict[str, int]) -> dict[str, np.ndarray] | None:
-    """The values of the iterators ``used`` over the statement's instances (``None``: no instance)."""
+               params: dict[str, int]) -> tuple[dict[str, np.ndarray], dict[str, tuple[int, int]] | None] | None:
+    """The values of the iterators ``used`` over the statement's instances (``None``: no instance), and
+    their ranges when the instances are a box (``None`` otherwise)."""
     dom = fix_params(st.domain.intersect_params(program.context), params)
     keep = [st.iterators.index(u) for u in used]
     for k in reversed(range(len(st.iterators))):
@@ -110,13 +111,42 @@ def _instances(st: Statement, used: list[str], program: Program,
     for k, (lo, hi) in enumerate(box):
         rect = rect.lower_bound_val(isl.dim_type.set, k, lo).upper_bound_val(isl.dim_type.set, k, hi)
     if rect.intersect_params(dom.params()).is_subset(dom):
-        return {u: np.arange(lo, hi + 1, dtype=np.int64).reshape([-1 if j == k else 1 for j in range(len(used))])
-                for k, (u, (lo, hi)) in enumerate(zip(used, box))}
+        return ({u: np.arange(lo, hi + 1, dtype=np.int64).reshape([-1 if j == k else 1 for j in range(len(used))])
+                 for k, (u, (lo, hi)) in enumerate(zip(used, box))}, dict(zip(used, box)))
     points: list[list[int]] = []
     dom.foreach_point(lambda p: points.append([p.get_coordinate_val(isl.dim_type.set, k).to_python()
                                                for k in range(len(used))]))
     table = np.array(points, dtype=np.int64).reshape(-1, len(used))
-    return {u: table[:, k].copy() for k, u in enumerate(used)}
+    return {u: table[:, k].copy() for k, u in enumerate(used)}, None
+
+
+def _wrapped(e: Expr, extent: int) -> Expr | None:
+    """``x`` when ``e`` is ``where(x < 0, x + extent, x)`` (a negative index counted from the end, as the
+    torch lowering writes it): ``e`` is then in range exactly when ``-extent <= x < extent``."""
+    if isinstance(e, Call) and e.func == "where":
+        c, a, b = e.args
+        if (c == Binary("<", b, Const(0)) and a == Binary("+", b, Const(extent))):
+            return b
+    return None
+
+
+def _block(e: Expr, box: dict[str, tuple[int, int]] | None) -> tuple[str, tuple[int | slice, ...]] | None:
+    """For a subscript that is an element of an index array at iterators (each at most once) and
+    constants, over a box of instances: the array and the block of it the subscript reads (a slice per
+    iterator, the constants as they are); ``None`` for any other subscript."""
+    if box is None or not isinstance(e, Access):
+        return None
+    block: list[int | slice] = []
+    for x in e.index:
+        if isinstance(x, Const) and isinstance(x.value, int):
+            block.append(x.value)
+        elif isinstance(x, Var) and x.kind == "iter" and x.name in box:
+            lo, hi = box[x.name]
+            block.append(slice(lo, hi + 1))
+        else:
+            return None
+    names = [x.name for x in e.index if isinstance(x, Var)]
+    return (e.array, tuple(block)) if len(names) == len(set(names)) else None
 
 
 @dataclass(frozen=True)
@@ -132,6 +162,12 @@ class _Subscript:
     extent: int
     index_arrays: tuple[str, ...]
     """The index arrays the subscript reads."""
+    block: tuple[str, tuple[int | slice, ...]] | None = None
+    """When the subscript's values are a block of one index array (an ``embedding``'s token ids), or such
+    a block wrapped (:func:`_wrapped`): that array and block, whose least and greatest values are the
+    whole check (see :func:`_block`)."""
+    low: int = 0
+    """The least value the block may hold: ``-extent`` for a wrapped one."""
 
 
 class IndexCheck:
@@ -146,6 +182,7 @@ class IndexCheck:
         self.params = dict(params)
         self.subscripts: list[_Subscript] = []
         seen: set[tuple[str, Access, int]] = set()
+        blocks: set[tuple[Any, ...]] = set()
         for st in program.statements:
             for acc in st.reads:
                 for d in indirect_dims(acc):
@@ -155,11 +192,20 @@ class IndexCheck:
                         check_index_arrays(program)   # once, where the program has an indirect subscript
                     seen.add((st.name, acc, d))
                     used = [it for it in st.iterators if it in var_names(acc.index[d], "iter")]
-                    instances = _instances(st, used, program, params)
-                    if instances is not None:
+                    found = _instances(st, used, program, params)
+                    if found is not None:
                         extent = evaluate(program.array(acc.array).shape[d], params)
                         names = tuple(dict.fromkeys(r.array for r in index_reads(acc)))
-                        self.subscripts.append(_Subscript(st, acc, d, instances, extent, names))
+                        inner = _wrapped(acc.index[d], extent)
+                        block = _block(acc.index[d] if inner is None else inner, found[1])
+                        low = 0 if inner is None else -extent
+                        if block is not None:  # the same block checked for the same range once
+                            key = (block[0], tuple((b.start, b.stop) if isinstance(b, slice) else b for b in block[1]),
+                                   low, extent)  # (slices are not hashable before Python 3.12)
+                            if key in blocks:
+                                continue
+                            blocks.add(key)
+                        self.subscripts.append(_Subscript(st, acc, d, found[0], extent, names, block, low))
 
     def __call__(self, arrays: dict[str, Any], scalars: dict[str, Any]) -> None:
         """Raise :class:`IndexValueError` when a subscript takes a value outside its dimension."""
@@ -170,6 +216,11 @@ class IndexCheck:
 def _check_subscript(program: Program, sub: _Subscript, params: dict[str, int], arrays: dict[str, Any],
                      scalars: dict[str, Any]) -> None:
     st, acc, d = sub.statement, sub.access, sub.dim
+    if sub.block is not None:  # the least and greatest values of a block of the index array: one reduction
+        values = arrays[sub.block[0]][sub.block[1]]
+        low, high = (values.aminmax() if hasattr(values, "aminmax") else (values.min(), values.max()))
+        if sub.low <= int(low) and int(high) < sub.extent:
+            return
     xp = _Xp(arrays[sub.index_arrays[0]])
     env = {u: xp.array(v) for u, v in sub.instances.items()}
     env.update(params)
