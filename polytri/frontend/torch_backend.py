@@ -23,6 +23,7 @@ from ..errors import OptionError, PolytriError
 from .torch_lower import describe_value
 from .torch_options import TorchOptions, check_options, default_target
 from .torch_plan import fallback_ops, graph_hash, plan_graph
+from .torch_product_factors import move_product_factors
 from .torch_runtime import CompiledGraph, KernelInfo
 
 log = logging.getLogger("polytri.torch")
@@ -128,6 +129,8 @@ def _compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any], options: T
         _report(compiled)
         return compiled
     try:
+        if target == "cpu" and move_product_factors(gm.graph):
+            gm.recompile()
         plan = plan_graph(gm, options)
         compiled = CompiledGraph(gm, plan, target, options)
     except (PolytriError, Exception) as exc:  # noqa: BLE001 - any failure: eager, never a crash

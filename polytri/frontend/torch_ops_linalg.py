@@ -11,8 +11,9 @@ import torch
 import torch.fx as fx
 
 from ..cpu_codegen.dot_product import has_integer_dot
-from .torch_lower import SegmentLowering, register
+from .torch_lower import SegmentLowering, register, tensor_meta
 from .torch_ops_reduce import LANES, reduce_into
+from .torch_product_factors import widening
 from .torch_quant_contraction import (
     activation_sums,
     corrections,
@@ -52,7 +53,7 @@ def _packed_on_cpu(ctx: SegmentLowering, a: Val, b: Val, out: torch.dtype, acc: 
     if acc == torch.int32:
         # the packed panels of the dot-product instructions read both factors in any layout
         return {a.dtype, b.dtype} <= {torch.int8, torch.uint8} and has_integer_dot()
-    return a.dtype == b.dtype == out and acc_dtype(out) in (torch.float32, torch.float64)
+    return a.dtype == b.dtype and out in (a.dtype, acc) and acc_dtype(a.dtype) == acc in (torch.float32, torch.float64)
 
 
 def _contiguous_along(v: Val, dim: int) -> bool:
@@ -145,12 +146,25 @@ def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, acc: torch.dty
     return array_val(name, shape, acc)
 
 
+def _factors(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, Val]:
+    """The two factors of a product.  Where both convert 16-bit floats of one type to float32 in this
+    program (the form :mod:`.torch_product_factors` gives attention's scores), they are read as their
+    16-bit values, which the product widens term by term, exactly: on the CPU, in its packed 16-bit
+    panels, summed with the dot-product instructions.  (One such factor alone stays float32: a product of
+    mixed types is not packed.)"""
+    args = node.args[:2]
+    narrow = [a.args[0] for a in args if isinstance(a, fx.Node) and a in ctx.values and widening(a)]
+    if len(narrow) == 2 and len({getattr(tensor_meta(n), "dtype", None) for n in narrow}) == 1:
+        return ctx.val(narrow[0]), ctx.val(narrow[1])
+    return ctx.val(args[0]), ctx.val(args[1])
+
+
 @register("aten.mm.default", kind="reuse")
 def _mm(ctx: SegmentLowering, node: fx.Node) -> Val:
     integer = _quantized_product(ctx, node, node.args[0], node.args[1], None)
     if integer is not None:
         return rounded(integer, ctx.out(node)[1])
-    return rounded(_product(ctx, node, ctx.val(node.args[0]), ctx.val(node.args[1])), ctx.out(node)[1])
+    return rounded(_product(ctx, node, *_factors(ctx, node)), ctx.out(node)[1])
 
 
 def _quantized_product(ctx: SegmentLowering, node: fx.Node, a_node: object, b_node: object,
@@ -180,7 +194,7 @@ def _quantized_product(ctx: SegmentLowering, node: fx.Node, a_node: object, b_no
 
 @register("aten.bmm.default", kind="reuse")
 def _bmm(ctx: SegmentLowering, node: fx.Node) -> Val:
-    return rounded(_product(ctx, node, ctx.val(node.args[0]), ctx.val(node.args[1])), ctx.out(node)[1])
+    return rounded(_product(ctx, node, *_factors(ctx, node)), ctx.out(node)[1])
 
 
 @register("aten.mv.default", kind="reuse")
