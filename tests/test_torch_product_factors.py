@@ -57,6 +57,22 @@ def test_products_of_float32_values_or_of_one_converted_factor_are_left_alone() 
     assert move_product_factors(gm.graph) == 0
 
 
+def test_a_view_torch_refuses_leaves_the_graph_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    from polytri.frontend import torch_product_factors as tpf
+    gm = make_fx(_scores, tracing_mode="fake")(*_inputs(torch.bfloat16))
+    before = [(n.name, n.target, n.args) for n in gm.graph.nodes]
+    real, calls = tpf._call, []
+
+    def refuse_the_third(*args, **kwargs):  # the first two new nodes are made, then a view fails
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("view size is not compatible with input tensor's size and stride")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(tpf, "_call", refuse_the_third)
+    assert move_product_factors(gm.graph) == 0
+    assert [(n.name, n.target, n.args) for n in gm.graph.nodes] == before
+
+
 @pytest.mark.cc
 def test_attention_in_bfloat16_is_as_close_to_float32_as_eager() -> None:
     g = torch.Generator().manual_seed(1)

@@ -96,9 +96,11 @@ def _chain(node: Any) -> _Chain | None:
     return None
 
 
-def _call(graph: fx.Graph, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], like: fx.Node) -> fx.Node:
+def _call(graph: fx.Graph, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], like: fx.Node,
+          made: list[fx.Node]) -> fx.Node:
     """A new node ``target(*args, **kwargs)`` whose value is computed on the fake values of its inputs."""
     node = graph.call_function(target, args, kwargs)
+    made.append(node)
     fake = next(v for v in (_val(a) for a in args) if isinstance(v, torch.Tensor))
     with fake.fake_mode:  # type: ignore[attr-defined]  # a FakeTensor
         node.meta["val"] = target(*(_val(a) for a in args), **kwargs)
@@ -106,12 +108,13 @@ def _call(graph: fx.Graph, target: Any, args: tuple[Any, ...], kwargs: dict[str,
     return node
 
 
-def _narrow_operand(graph: fx.Graph, chain: _Chain) -> fx.Node:
-    """The chain's views applied to its 16-bit base, then converted to float32."""
+def _narrow_operand(graph: fx.Graph, chain: _Chain, made: list[fx.Node]) -> fx.Node:
+    """The chain's views applied to its 16-bit base, then converted to float32 (the new nodes are
+    appended to ``made``)."""
     x = chain.base
     for v in reversed(chain.views):
-        x = _call(graph, v.target, (x, *v.args[1:]), dict(v.kwargs), v)
-    return _call(graph, aten._to_copy.default, (x,), {"dtype": torch.float32}, chain.base)
+        x = _call(graph, v.target, (x, *v.args[1:]), dict(v.kwargs), v, made)
+    return _call(graph, aten._to_copy.default, (x,), {"dtype": torch.float32}, chain.base, made)
 
 
 def move_product_factors(graph: fx.Graph) -> int:
@@ -122,8 +125,16 @@ def move_product_factors(graph: fx.Graph) -> int:
         a, b = _chain(p.args[0]), _chain(p.args[1])
         if a is None or b is None or _val(a.base).dtype != _val(b.base).dtype:
             continue
+        made: list[fx.Node] = []
         with graph.inserting_before(p):
-            q = graph.call_function(p.target, (_narrow_operand(graph, a), _narrow_operand(graph, b)))
+            try:
+                operands = (_narrow_operand(graph, a, made), _narrow_operand(graph, b, made))
+            except RuntimeError as exc:  # a view torch refuses on these strides: the product stays as it is
+                log.debug("%s keeps its float32 factors: %s", p.name, exc)
+                for n in reversed(made):
+                    graph.erase_node(n)
+                continue
+            q = graph.call_function(p.target, operands)
             q.meta.update(p.meta)
             out = q
             if a.factor * b.factor != 1.0:
@@ -133,7 +144,7 @@ def move_product_factors(graph: fx.Graph) -> int:
         graph.erase_node(p)
         done += 1
     if done:
-        graph.eliminate_dead_code()
+        graph.eliminate_dead_code()  # the factors' old chains
         graph.lint()
         log.debug("%d product(s) of 16-bit operands read their 16-bit values", done)
     return done
