@@ -252,7 +252,6 @@ class CExprPrinter:
                 "tanh": "tanh", "erf": "erf"}[f]
         return self.rnd(d, call(name + suffix, x))
 
-
     def bool_test(self, e: Binary) -> C | None:
         """A boolean compared with the integer 0 or 1 (``logical_not`` of a boolean is ``x == 0``) as ``x`` or
         ``!x``: the comparison in the operands' common type, int64, keeps gcc from vectorizing bytes."""

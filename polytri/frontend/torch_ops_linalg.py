@@ -151,10 +151,10 @@ def _factors(ctx: SegmentLowering, node: fx.Node) -> tuple[Val, Val]:
     program (the form :mod:`.torch_product_factors` gives attention's scores), they are read as their
     16-bit values, which the product widens term by term, exactly: on the CPU, in its packed 16-bit
     panels, summed with the dot-product instructions.  (One such factor alone stays float32: a product of
-    mixed types is not packed.)"""
+    mixed types is not packed.)  On the CPU only, where :mod:`.torch_product_factors` makes the form."""
     args = node.args[:2]
     narrow = [a.args[0] for a in args if isinstance(a, fx.Node) and a in ctx.values and widening(a)]
-    if len(narrow) == 2 and len({getattr(tensor_meta(n), "dtype", None) for n in narrow}) == 1:
+    if len(narrow) == 2 and not ctx.on_gpu() and len({getattr(tensor_meta(n), "dtype", None) for n in narrow}) == 1:
         return ctx.val(narrow[0]), ctx.val(narrow[1])
     return ctx.val(args[0]), ctx.val(args[1])
 
