@@ -32,10 +32,7 @@ MIN_LANES = 4
 
 
 def _pow2_at_least(n: int) -> int:
-    side = 1
-    while side < n:
-        side *= 2
-    return side
+    return 1 << max(n - 1, 0).bit_length()
 
 
 def fitted_sides(sides: tuple[int, ...], trips: tuple[int | None, ...], programs: int | None
@@ -81,12 +78,7 @@ def dot_k_block(lo: Expr, hi: Expr, model_k: int) -> int:
     counters and parameters (a convolution's sum over the kernel width, 3: 16 lanes of the sum instead of
     32, most of them zero padding either way)."""
     extent = most_iterations(lo, hi)
-    if extent is None:
-        return model_k
-    k = MIN_DOT_K
-    while k < extent and k < model_k:
-        k *= 2
-    return min(k, model_k)
+    return model_k if extent is None else min(max(MIN_DOT_K, _pow2_at_least(extent)), model_k)
 
 
 __all__ = ["MIN_DOT_K", "dot_k_block", "fitted_sides", "most_iterations"]

@@ -73,8 +73,8 @@ def gpu_schedule(prog: Program, deps: Dependences, opts: dict[str, Any], *, buil
         cand = _candidate(prog, deps, {**opts, "schedule": kind}, fuse)
         chains = launch_chains(cand[2]) or [0]
         launches[name], products[name] = tuple(chains), dot_contractions(cand[2], prog)
-        shown = "input order" if name == "original" else f"'{name}'"
-        summary.append(f"{shown}: {len(chains)} launch(es), grid loops {chains}, {products[name]} product(s) on tl.dot")
+        summary.append(f"{_label(name)}: {len(chains)} launch(es), grid loops {chains}, "
+                       f"{products[name]} product(s) on tl.dot")
         key = (products[name], min(chains), -len(chains), max(chains))
         if best is None or key > best[0]:
             best = (key, name, fuse, cand)

@@ -38,12 +38,17 @@ def micro_kernel(d: DType, op: str, simd: bool, fma: bool = False, dot: DotProdu
     attr = '__attribute__((optimize("fp-contract=fast")))\n' if fma else ""
     if not simd:
         return _kernel_head(d, op, b, f"ukernel_{name}", attr) + _scalar_body(d, op, b) + _edge_kernel(d, b, name, attr)
-    lanes = vector_bytes() // d.itemsize
+    lanes = _lanes(d)
     nv = b.nr // lanes
     parts = "".join(_kernel_head(d, op, b, f"ukpart{j}_{name}", attr, j * lanes) + _simd_body(d, op, b, j)
                     for j in range(1, nv))
     return (parts + _kernel_head(d, op, b, f"ukernel_{name}", attr) + _simd_body(d, op, b, nv)
-            + _edge_kernel(d, b, name, attr, parts=(lanes, nv)))
+            + _edge_kernel(d, b, name, attr, parts=True))
+
+
+def _lanes(d: DType) -> int:
+    """Elements of type ``d`` per vector register."""
+    return vector_bytes() // d.itemsize
 
 
 def _kernel_head(d: DType, op: str, b: Blocking, fname: str, attr: str, width: int | None = None) -> str:
@@ -65,7 +70,7 @@ def _simd_body(d: DType, op: str, b: Blocking, nv: int) -> str:
     ``nv`` vectors of the panel, each row of the right panel loaded into registers once per ``k`` (and
     pinned there by an empty ``asm``)."""
     t = d.c_type
-    lanes = vector_bytes() // d.itemsize
+    lanes = _lanes(d)
     vt = f"pt__v{d.name}"
     pin = "#if defined(__x86_64__)\n      __asm__(\"\" : \"+v\"(bv[v]));\n#endif\n"
     return f"""\
@@ -114,16 +119,17 @@ def _scalar_body(d: DType, op: str, b: Blocking) -> str:
 
 
 def _edge_kernel(d: DType, b: Blocking, name: str, attr: str, panels: tuple[str, str] | None = None,
-                 parts: tuple[int, int] | None = None) -> str:
+                 parts: bool = False) -> str:
     """``pt__uedge_<name>``: the micro-kernel on the valid ``mr x nr`` corner of a block, through a tile;
     ``panels`` are the C types of the left and right panels' elements when they are not the target's.
-    With ``parts`` (lanes, vectors per row of the block), a corner of fewer vectors runs the kernel of its
-    own width (``pt__ukpart<j>_<name>``): the last 4 columns of a row of 196 ran a whole 64-column block."""
+    With ``parts`` (the vector kernels of :func:`_simd_body`), a corner of fewer vectors runs the kernel of
+    its own width (``pt__ukpart<j>_<name>``): the last 4 columns of a row of 196 ran a whole 64-column block."""
     t = d.c_type
     lt, rt = panels or (t, t)
     full = f"pt__ukernel_{name}(kc, ap, bp, tile, {b.nr}, 1);"
-    if parts is not None and parts[1] > 1:
-        lanes, nv = parts
+    lanes = _lanes(d)
+    nv = b.nr // lanes
+    if parts and nv > 1:
         cases = " ".join(f"case {j}: pt__ukpart{j}_{name}(kc, ap, bp, tile, {b.nr}, 1); break;" for j in range(1, nv))
         full = f"switch ((nr + {lanes - 1}) / {lanes}) {{ {cases} default: {full} }}"
     return f"""\

@@ -28,6 +28,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from .torch_lower import tensor_meta
+
 log = logging.getLogger("polytri.torch")
 
 aten = torch.ops.aten
@@ -38,7 +40,7 @@ _VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.d
                     aten.squeeze.dim, aten.squeeze.dims})
 _CASTS = frozenset({aten._to_copy.default, torch.ops.prims.convert_element_type.default})
 _PRODUCTS = frozenset({aten.bmm.default, aten.mm.default})
-NARROW = (torch.bfloat16, torch.float16)
+_NARROW = (torch.bfloat16, torch.float16)
 
 
 @dataclass(frozen=True)
@@ -51,19 +53,15 @@ class _Chain:
     base: fx.Node
 
 
-def _val(node: Any) -> Any:
-    return node.meta.get("val") if isinstance(node, fx.Node) else node
-
-
 def widening(node: fx.Node) -> bool:
     """Whether ``node`` converts a 16-bit float tensor to float32 and does nothing else."""
     if node.target not in _CASTS or not isinstance(node.args[0], fx.Node):
         return False
-    src, out = _val(node.args[0]), _val(node)
-    if not isinstance(src, torch.Tensor) or not isinstance(out, torch.Tensor):
+    src, out = tensor_meta(node.args[0]), tensor_meta(node)
+    if src is None or out is None:
         return False
     extra = set(node.kwargs) - {"dtype", "layout", "device", "memory_format"}
-    return (src.dtype in NARROW and out.dtype == torch.float32 and not extra and len(node.args) <= 2
+    return (src.dtype in _NARROW and out.dtype == torch.float32 and not extra and len(node.args) <= 2
             and out.device == src.device and node.kwargs.get("memory_format") in (None, torch.preserve_format))
 
 
@@ -101,9 +99,9 @@ def _call(graph: fx.Graph, target: Any, args: tuple[Any, ...], kwargs: dict[str,
     """A new node ``target(*args, **kwargs)`` whose value is computed on the fake values of its inputs."""
     node = graph.call_function(target, args, kwargs)
     made.append(node)
-    fake = next(v for v in (_val(a) for a in args) if isinstance(v, torch.Tensor))
-    with fake.fake_mode:  # type: ignore[attr-defined]  # a FakeTensor
-        node.meta["val"] = target(*(_val(a) for a in args), **kwargs)
+    fakes = fx.node.map_arg(args, lambda a: a.meta["val"])
+    with tensor_meta(args[0]).fake_mode:  # type: ignore[union-attr]  # a FakeTensor
+        node.meta["val"] = target(*fakes, **kwargs)
     node.meta["stack_trace"] = like.meta.get("stack_trace")
     return node
 
@@ -123,7 +121,10 @@ def move_product_factors(graph: fx.Graph) -> int:
     done = 0
     for p in [n for n in graph.nodes if n.op == "call_function" and n.target in _PRODUCTS]:
         a, b = _chain(p.args[0]), _chain(p.args[1])
-        if a is None or b is None or _val(a.base).dtype != _val(b.base).dtype:
+        if a is None or b is None:
+            continue
+        ta, tb = tensor_meta(a.base), tensor_meta(b.base)
+        if ta is None or tb is None or ta.dtype != tb.dtype:
             continue
         made: list[fx.Node] = []
         with graph.inserting_before(p):
