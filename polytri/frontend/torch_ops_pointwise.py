@@ -42,7 +42,10 @@ def pointwise(ctx: SegmentLowering, node: fx.Node, fn: Fn, args: Sequence[Argume
         if isinstance(a, fx.Node):
             v = ctx.val(a)
             to = (casts[k] if k < len(casts) else None) or comp
-            loads.append(_widened(broadcast(v, shape), v.dtype, to))
+            if v.wide is not None and to == v.dtype and ctx.options.float32_chains:
+                loads.append(broadcast(Val(v.shape, acc_dtype(v.dtype), v.wide), shape))  # not rounded
+            else:
+                loads.append(_widened(broadcast(v, shape), v.dtype, to))
             ops += v.ops
         else:
             text = literal(a)
@@ -51,9 +54,13 @@ def pointwise(ctx: SegmentLowering, node: fx.Node, fn: Fn, args: Sequence[Argume
             loads.append(_constant(text))
     res = result or wide
 
+    def computed(idx: Index) -> str:
+        return fn(*(ld(idx) for ld in loads))
+
     def load(idx: Index) -> str:
-        return cast(fn(*(ld(idx) for ld in loads)), res, out)
-    return Val(shape, out, load, ops=ops)
+        return cast(computed(idx), res, out)
+    chain = res == torch.float32 and out in (torch.float16, torch.bfloat16)
+    return Val(shape, out, load, ops=ops, wide=computed if chain else None)
 
 
 def _widened(ld: Load, dtype: torch.dtype, to: torch.dtype) -> Load:

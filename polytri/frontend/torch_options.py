@@ -37,6 +37,10 @@ class TorchOptions:
     rounds twice, as pt.reference does"""
     inline: bool = True
     """compute single-use elementwise results inside their consumer instead of storing them"""
+    float32_chains: bool = True
+    """elementwise ops on 16-bit floats computed in one statement pass their intermediate values on in
+    float32 and round where a value is stored or converted, as Inductor does; False rounds after every
+    op, as eager does"""
     cache: bool = True
     """reuse kernels compiled earlier (in memory, and on disk across processes)"""
     debug: bool = False
@@ -59,7 +63,8 @@ class TorchOptions:
 
     def key(self) -> tuple[Any, ...]:
         """Hashable identity of the options (part of every cache key)."""
-        return (self.target, self.fuse, self.tile, self.tile_size, self.schedule, self.threads, self.fma, self.inline)
+        return (self.target, self.fuse, self.tile, self.tile_size, self.schedule, self.threads, self.fma, self.inline,
+                self.float32_chains)
 
 
 #: Frontend options: default and description (from :class:`TorchOptions`).

@@ -44,6 +44,9 @@ class Val:
     """The program array that stores the value, if it is stored."""
     ops: int = 0
     """Operations of the expression (0: a read of an array, possibly through a view)."""
+    wide: Load | None = None
+    """For a 16-bit value computed by an op of this program: the expression before its rounding, in
+    float32, which the next op of a chain may read instead (the ``float32_chains`` option)."""
 
     @property
     def rank(self) -> int:
@@ -123,7 +126,9 @@ def broadcast(v: Val, out_shape: Sequence[str]) -> Load:
 
 def view_of(v: Val, shape: Sequence[str], index_map: Callable[[Index], Index]) -> Val:
     """A view of ``v``: element ``idx`` of the view is element ``index_map(idx)`` of ``v``."""
-    return Val(tuple(shape), v.dtype, lambda idx: v.load(index_map(idx)), ops=v.ops)
+    wide = v.wide
+    return Val(tuple(shape), v.dtype, lambda idx: v.load(index_map(idx)), ops=v.ops,
+               wide=None if wide is None else lambda idx: wide(index_map(idx)))
 
 
 def const_val(value: Any, shape: Sequence[str], dtype: torch.dtype) -> Val:
