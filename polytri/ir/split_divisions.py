@@ -1,0 +1,169 @@
+"""Loop counters divided by constants in subscripts, turned into loops of their own.
+
+A reshape that merges two dimensions reads its source at ``[i // c, i % c]``: the loop over ``i`` walks
+the source in runs of ``c`` with a jump between runs, which gcc does not vectorize (it emits scalar code
+with the division's shifts and masks).  The attention output of a transformer, moved from
+``(batch, heads, tokens, width)`` to ``(batch, tokens, heads * width)``, is read that way.
+
+Here the statement's loop over ``i`` becomes two loops, ``i = c * h + l`` with ``0 <= l < c``, and each
+subscript becomes the affine function that isl finds for it on the new domain: ``i // c`` is ``h``,
+``i % c`` is ``l``, ``4 * (i // 128) + j // 64`` is ``4 * ih + jh``.  The statement runs the same instances
+(``(h, l)`` ranges over the preimage of its domain) and each reads and writes what it did; only the loops
+of its own nest change, so a statement is rewritten only when it shares no loop with another, and only
+when no subscript keeps a division of a new counter.  It is rewritten only where its innermost counter is
+divided (elsewhere its innermost loop vectorizes as it is), and never an update ``T[..] = T[..] + ..``:
+the recognizers of products and reductions (the micro-kernel's, for one) take their loops as written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import islpy as isl
+
+from .affine import NotAffineError, to_isl
+from .expr import Access, Binary, Const, Expr, Var, transform, walk
+from .indirect import is_indirect_subscript
+from .program import Program, Statement, params_prefix
+
+
+def split_divisions(prog: Program) -> Program:
+    """``prog`` with every statement that qualifies rewritten (see the module's text); ``prog`` itself
+    when none does."""
+    alone = {st.position[0] for st in prog.statements
+             if sum(1 for s in prog.statements if s.position[0] == st.position[0]) == 1}
+    statements = tuple(_split(st, prog.params) if st.position[0] in alone else st for st in prog.statements)
+    if all(a is b for a, b in zip(statements, prog.statements)):
+        return prog
+    return replace(prog, statements=statements)
+
+
+def _divisors(st: Statement) -> dict[str, int]:
+    """The iterators that the statement's subscripts divide by one positive constant (``i // c``,
+    ``i % c``), with that constant; an iterator divided by two constants is left out."""
+    found: dict[str, set[int]] = {}
+    for acc in (st.target, *st.reads):
+        for e in acc.index:
+            for n in walk(e):
+                if isinstance(n, Binary) and n.op in ("//", "%") and isinstance(n.lhs, Var) \
+                        and n.lhs.kind == "iter" and isinstance(n.rhs, Const) and type(n.rhs.value) is int \
+                        and n.rhs.value > 1:
+                    found.setdefault(n.lhs.name, set()).add(n.rhs.value)
+    return {v: next(iter(cs)) for v, cs in found.items() if len(cs) == 1}
+
+
+def _split(st: Statement, params: tuple[str, ...]) -> Statement:
+    """``st`` with its divided iterators split, or ``st`` where it does not qualify."""
+    if any(is_indirect_subscript(e) for acc in (st.target, *st.reads) for e in acc.index):
+        return st
+    divisors = _divisors(st)
+    if not st.iterators or st.iterators[-1] not in divisors or st.target.array in {a.array for a in st.reads}:
+        return st  # the innermost loop vectorizes already; an update keeps the form its recognizers expect
+    taken = set(st.iterators) | set(params)
+    iterators: list[str] = []
+    position: list[int] = []
+    env: dict[str, Expr] = {}
+    for k, v in enumerate(st.iterators):
+        position.append(st.position[k])
+        if v not in divisors:
+            iterators.append(v)
+            continue
+        h, lo = _fresh(f"{v}h", taken), _fresh(f"{v}l", taken)
+        iterators += [h, lo]
+        position.append(0)  # the new inner loop: the only child of the outer one
+        env[v] = Binary("+", Binary("*", Const(divisors[v]), Var(h, "iter")), Var(lo, "iter"))
+    position.append(st.position[-1])
+    domain = _preimage(st, params, iterators, divisors)
+    try:
+        target = _rewritten(st.target, env, domain, iterators, params)
+        value = transform(st.value, lambda n: _rewritten(n, env, domain, iterators, params)
+                          if isinstance(n, Access) else None)
+    except _KeepsDivision:
+        return st
+    value = transform(value, lambda n: env.get(n.name) if isinstance(n, Var) and n.kind == "iter" else None)
+    assert isinstance(target, Access)
+    return Statement(st.name, domain, tuple(iterators), target, value, tuple(position))
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def _preimage(st: Statement, params: tuple[str, ...], iterators: list[str], divisors: dict[str, int]) -> isl.Set:
+    """The new domain: the points ``(.., h, l, ..)`` with ``0 <= l < c`` whose ``(.., c * h + l, ..)`` is in
+    the statement's domain."""
+    old, new, bounds = [], [], []
+    k = 0
+    for v in st.iterators:
+        if v in divisors:
+            h, lo = iterators[k], iterators[k + 1]
+            old.append(f"{divisors[v]} * {h} + {lo}")
+            bounds.append(f"0 <= {lo} < {divisors[v]}")
+            k += 2
+        else:
+            old.append(iterators[k])
+            k += 1
+        new.append(old[-1])
+    pre = params_prefix(params)
+    m = isl.Map(f"{pre}{{ {st.name}[{', '.join(iterators)}] -> {st.name}[{', '.join(old)}] : "
+                f"{' and '.join(bounds)} }}")
+    dom = st.domain.apply(m.reverse())
+    for k, name in enumerate(iterators):
+        dom = dom.set_dim_name(isl.dim_type.set, k, name)
+    return dom.set_tuple_name(st.name)
+
+
+class _KeepsDivision(Exception):
+    """A subscript of the rewritten statement still divides a loop counter."""
+
+
+def _rewritten(acc: Access, env: dict[str, Expr], domain: isl.Set, iterators: list[str],
+               params: tuple[str, ...]) -> Access:
+    """``acc`` with the old iterators replaced (``env``) and each subscript as isl's affine function of
+    the new ones on ``domain``."""
+    out = []
+    for e in acc.index:
+        e = transform(e, lambda n: env.get(n.name) if isinstance(n, Var) and n.kind == "iter" else None)
+        if any(isinstance(n, Binary) and n.op in ("//", "%") for n in walk(e)):
+            e = _affine(e, domain, iterators, params)
+        out.append(e)
+    return Access(acc.array, tuple(out))
+
+
+def _affine(e: Expr, domain: isl.Set, iterators: list[str], params: tuple[str, ...]) -> Expr:
+    """``e`` as an affine expression without divisions on ``domain`` (:class:`_KeepsDivision` if it is not
+    one there)."""
+    try:
+        text = to_isl(e, what="subscript")
+    except NotAffineError:
+        raise _KeepsDivision from None
+    name = domain.get_tuple_name()
+    pa = isl.PwAff(f"{params_prefix(params)}{{ {name}[{', '.join(iterators)}] -> [({text})] }}")
+    pa = pa.intersect_domain(domain).gist(domain)
+    pieces = pa.get_pieces()
+    if len(pieces) != 1:
+        raise _KeepsDivision
+    aff = pieces[0][1]
+    if aff.dim(isl.dim_type.div) and any(not aff.get_coefficient_val(isl.dim_type.div, k).is_zero()
+                                         for k in range(aff.dim(isl.dim_type.div))):
+        raise _KeepsDivision
+    if not aff.get_denominator_val().is_one():
+        raise _KeepsDivision
+    terms: list[Expr] = []
+    names = [Var(n, "iter") for n in iterators]
+    names += [Var(str(aff.get_dim_name(isl.dim_type.param, k)), "param") for k in range(aff.dim(isl.dim_type.param))]
+    kinds = [isl.dim_type.in_] * len(iterators) + [isl.dim_type.param] * (len(names) - len(iterators))
+    for k, (kind, v) in enumerate(zip(kinds, names)):
+        c = aff.get_coefficient_val(kind, k if kind == isl.dim_type.in_ else k - len(iterators)).to_python()
+        if c:
+            terms.append(v if c == 1 else Binary("*", Const(int(c)), v))
+    const = aff.get_constant_val().to_python()
+    if const or not terms:
+        terms.append(Const(int(const)))
+    out = terms[0]
+    for t in terms[1:]:
+        out = Binary("+", out, t)
+    return out
