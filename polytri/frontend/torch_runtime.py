@@ -21,6 +21,7 @@ from ..ir.builder import ProgramBuilder
 from ..pipeline.decisions import Decision
 from ..runtime.index_check import IndexCheck
 from .torch_cache import compile_cached
+from .torch_launch import Launch, launch_for
 from .torch_lower import Segment
 from .torch_options import TorchOptions
 from .torch_plan import Plan
@@ -103,6 +104,15 @@ class _KernelStep:
         self._indirect = self.kernel is not None and self.kernel.program.reads_indirectly
         self._unchecked = (getattr(self.kernel, "call_unchecked", None)
                            if seg.program.statements and not seg.program.scalars else None)
+        self._launches: dict[tuple[int, ...], Launch] = {}
+        """The step's launches by parameter values (:mod:`.torch_launch`), made after a checked call."""
+        self._launchable = self._unchecked is not None and not self._indirect and not self._writes_an_input()
+
+    def _writes_an_input(self) -> bool:
+        """Whether the kernel writes one of the arrays it reads from outside (then it gets no launch)."""
+        assert self.kernel is not None
+        written = {st.target.array for st in self.kernel.program.statements}
+        return any(self.form.names.get(name, name) in written for name in self.input_names)
 
     def _call(self, inputs: list[torch.Tensor], ptrs: list[int], kwargs: dict[str, Any]) -> None:
         """Call the kernel on ``kwargs`` (``inputs``: the input tensors, contiguous and distinct, see _run,
@@ -160,17 +170,40 @@ class _KernelStep:
 
     def _run(self, env: dict[fx.Node, Any], params: dict[str, int],
              temps: dict[tuple[str, tuple[int, ...]], torch.Tensor]) -> None:
-        """Build the kernel's arguments (parameters, inputs, outputs, intermediates from ``temps``), call
-        it, and bind its results (and the views torch makes of them) in ``env``."""
-        kwargs: dict[str, Any] = {p: params[p] for p in self.params}
-        inputs, ptrs = self._input_args(env)
-        # new arrays on the inputs' device (a kernel without inputs: the graph's, from its other values)
-        device = inputs[0].device if inputs else next(
-            (v.device for v in env.values() if isinstance(v, torch.Tensor)), torch.device("cpu"))
-        made = self._output_args(params, kwargs, device)
-        self._temp_args(params, temps, kwargs, device)
-        if self.kernel is not None:
-            self._call(inputs, ptrs, kwargs)
+        """Run the step's launch for these parameter values if it has one (the step's own ``temps`` only),
+        else build the kernel's arguments (parameters, inputs, outputs, intermediates from ``temps``), call
+        it, and make the launch; bind its results (and the views torch makes of them) in ``env``."""
+        key = tuple(params[p] for p in self.params)
+        own = temps is self._temps
+        launch = self._launches.get(key) if own else None
+        made = launch(env) if launch is not None else None
+        if made is None:
+            kwargs: dict[str, Any] = {p: params[p] for p in self.params}
+            inputs, ptrs = self._input_args(env)
+            # new arrays on the inputs' device (a kernel without inputs: the graph's, from its other values)
+            device = inputs[0].device if inputs else next(
+                (v.device for v in env.values() if isinstance(v, torch.Tensor)), torch.device("cpu"))
+            made = self._output_args(params, kwargs, device)
+            self._temp_args(params, temps, kwargs, device)
+            if self.kernel is not None:
+                self._call(inputs, ptrs, kwargs)
+            if own and self._launchable and _as_given(env, self.input_nodes, ptrs):
+                self._make_launch(key, kwargs, made, device)
+        self._bind(made, env)
+
+    def _make_launch(self, key: tuple[int, ...], kwargs: dict[str, Any], made: dict[str, torch.Tensor],
+                     device: torch.device) -> None:
+        """Keep the launch of the call that just passed (arguments ``kwargs``, new arrays ``made``)."""
+        assert self._unchecked is not None
+        if len(self._launches) >= 64:  # many sizes (dynamic shapes)
+            self._launches.clear()
+        new = [(name, tuple(made[name].shape), dtype, rank) for name, _, _, dtype, rank in self.outputs]
+        new += [(name, tuple(made[name].shape), dtype, rank) for name, _, dtype, rank in self.bases]
+        self._launches[key] = launch_for(self._unchecked, self._arrays, self.inputs, new,
+                                         {name: kwargs[name] for name, _, _ in self.temps}, key, device)
+
+    def _bind(self, made: dict[str, torch.Tensor], env: dict[fx.Node, Any]) -> None:
+        """Bind the new arrays ``made`` (and the views torch makes of them) in ``env``."""
         for name, node, *_ in self.outputs:
             env[node] = made[name]
         for node, (base, chain) in self.views:
@@ -222,6 +255,12 @@ class _KernelStep:
                     temps.clear()
                 t = temps[(name, dims)] = torch.empty(dims, dtype=dtype, device=device)
             kwargs[name] = t
+
+
+def _as_given(env: dict[fx.Node, Any], nodes: Sequence[fx.Node], ptrs: Sequence[int]) -> bool:
+    """Whether the kernel read each of ``nodes`` in place (at ``ptrs``): a tensor, not a copy."""
+    values = [env[n] for n in nodes]
+    return all(isinstance(v, torch.Tensor) and v.is_contiguous() and v.data_ptr() == p for v, p in zip(values, ptrs))
 
 
 def _apply_views(t: torch.Tensor, chain: list[fx.Node], env: dict[fx.Node, Any]) -> torch.Tensor:
