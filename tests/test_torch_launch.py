@@ -59,3 +59,4 @@ def test_a_launch_takes_the_long_way_for_an_input_that_is_not_contiguous() -> No
     made = launch({node: x})
     assert made is not None and seen == [[x.data_ptr(), temp.data_ptr(), made["y"].data_ptr()]]
     assert made["y"].shape == (2, 3) and made["y"].dtype == torch.float32
+    assert launch.temps[0] is temp  # its address stays valid whatever the step's reuse table drops

@@ -54,6 +54,9 @@ class Launch:
     new: tuple[NewArray, ...]
     params: tuple[int, ...]
     device: torch.device
+    temps: tuple[torch.Tensor, ...]
+    """The intermediates whose addresses :attr:`addresses` holds: kept alive while the launch is (the step
+    may drop them from its own reuse table, for many sizes)."""
 
     def __call__(self, env: dict[fx.Node, Any]) -> dict[str, torch.Tensor] | None:
         """Run the kernel on the values of ``env``; the new arrays by name (0-d where of rank 0), or ``None``
@@ -84,4 +87,4 @@ def launch_for(call: Callable[[list[int], list[int]], None], arrays: Sequence[st
         addresses[at[name]] = t.data_ptr()
     return Launch(call, tuple(addresses), tuple((at[name], node) for name, node in inputs),
                   tuple(NewArray(at[name], name, shape if rank else (1,), dtype, rank) for name, shape, dtype, rank in new),
-                  params, device)
+                  params, device, tuple(temps.values()))
