@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 import polytri as pt
@@ -39,31 +40,31 @@ def test_a_relayout_reads_its_source_with_affine_subscripts_and_moves_the_same_v
     np.testing.assert_array_equal(_run(prog, b), want)
 
 
-def test_a_statement_that_shares_its_loop_is_left_alone() -> None:
-    shared = ("statement S0 (0, 0, 0) { S0[i0, i1] : 0 <= i0 <= 255 and 0 <= i1 <= 255 }\n"
-              "  a[i0, i1] = b[4 * (i0 // 128) + i1 // 64, i0 % 128, i1 % 64]\n"
-              "statement S1 (0, 0, 1) { S1[i0, i1] : 0 <= i0 <= 255 and 0 <= i1 <= 255 }\n"
-              "  a[i0, i1] = a[i0, i1] + 1.0\n")
-    prog = parse_program(HEAD + shared)
+LEFT_ALONE = {
+    "it shares its loop": (
+        "statement S0 (0, 0, 0) { S0[i0, i1] : 0 <= i0 <= 255 and 0 <= i1 <= 255 }\n"
+        "  a[i0, i1] = b[4 * (i0 // 128) + i1 // 64, i0 % 128, i1 % 64]\n"
+        "statement S1 (0, 0, 1) { S1[i0, i1] : 0 <= i0 <= 255 and 0 <= i1 <= 255 }\n"
+        "  a[i0, i1] = a[i0, i1] + 1.0\n"),
+    "an update (a product through a reshape: the micro-kernel's form)": (
+        "statement S0 (0, 0, 0, 0) { S0[i0, i1, i2] : 0 <= i0 <= 255 and 0 <= i1 <= 63 and 0 <= i2 <= 255 }\n"
+        "  a[i0, i2] = a[i0, i2] + b[i0 // 32, i0 % 32, i1] * a[i1, i2 // 2]\n"),
+    "its innermost loop is not divided": (
+        "statement S0 (0, 0, 0) { S0[i0, i1] : 0 <= i0 <= 255 and 0 <= i1 <= 63 }\n"
+        "  a[i0, i1] = b[i0 // 32, i0 % 32, i1]\n"),
+    "its counter is divided by two constants": (
+        "statement S0 (0, 0) { S0[i0] : 0 <= i0 <= 255 }\n"
+        "  a[i0 // 2, i0 % 4] = 1.0\n"),
+}
+
+
+@pytest.mark.parametrize("why", list(LEFT_ALONE))
+def test_a_statement_is_left_alone_where(why: str) -> None:
+    prog = parse_program(HEAD + LEFT_ALONE[why])
     assert split_divisions(prog) is prog
 
 
-def test_an_update_or_a_statement_whose_innermost_loop_is_not_divided_is_left_alone() -> None:
-    update = ("statement S0 (0, 0, 0, 0) { S0[i0, i1, i2] : 0 <= i0 <= 255 and 0 <= i1 <= 63 and 0 <= i2 <= 255 }\n"
-              "  a[i0, i2] = a[i0, i2] + b[i0 // 32, i0 % 32, i1] * a[i1, i2 // 2]\n")
-    prog = parse_program(HEAD + update)
-    assert split_divisions(prog) is prog  # a product reading through a reshape: the micro-kernel's form
-    outer = ("statement S0 (0, 0, 0) { S0[i0, i1] : 0 <= i0 <= 255 and 0 <= i1 <= 63 }\n"
-             "  a[i0, i1] = b[i0 // 32, i0 % 32, i1]\n")
-    prog = parse_program(HEAD + outer)
-    assert split_divisions(prog) is prog
-
-
-def test_a_counter_divided_by_two_constants_or_a_ragged_extent() -> None:
-    two = ("statement S0 (0, 0) { S0[i0] : 0 <= i0 <= 255 }\n"
-           "  a[i0 // 2, i0 % 4] = 1.0\n")
-    prog = parse_program(HEAD + two)
-    assert split_divisions(prog) is prog  # i0 // 2 and i0 % 4: not one loop split
+def test_a_ragged_extent_is_split_with_its_last_quotient_partial() -> None:
     ragged = ("statement S0 (0, 0, 0) { S0[i0, i1] : 0 <= i0 <= 255 and 0 <= i1 <= 9 }\n"
               "  a[i0, i1] = b[i1 // 4, i1 % 4, i0 % 64]\n")
     prog = parse_program(HEAD + ragged)
