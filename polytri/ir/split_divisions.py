@@ -17,6 +17,7 @@ the recognizers of products and reductions (the micro-kernel's, for one) take th
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 import islpy as isl
@@ -30,8 +31,8 @@ from .program import Program, Statement, params_prefix
 def split_divisions(prog: Program) -> Program:
     """``prog`` with every statement that qualifies rewritten (see the module's text); ``prog`` itself
     when none does."""
-    alone = {st.position[0] for st in prog.statements
-             if sum(1 for s in prog.statements if s.position[0] == st.position[0]) == 1}
+    nests = Counter(st.position[0] for st in prog.statements)
+    alone = {p for p, n in nests.items() if n == 1}
     statements = tuple(_split(st, prog.params) if st.position[0] in alone else st for st in prog.statements)
     if all(a is b for a, b in zip(statements, prog.statements)):
         return prog
@@ -95,7 +96,7 @@ def _fresh(name: str, taken: set[str]) -> str:
 def _preimage(st: Statement, params: tuple[str, ...], iterators: list[str], divisors: dict[str, int]) -> isl.Set:
     """The new domain: the points ``(.., h, l, ..)`` with ``0 <= l < c`` whose ``(.., c * h + l, ..)`` is in
     the statement's domain."""
-    old, new, bounds = [], [], []
+    old, bounds = [], []
     k = 0
     for v in st.iterators:
         if v in divisors:
@@ -106,7 +107,6 @@ def _preimage(st: Statement, params: tuple[str, ...], iterators: list[str], divi
         else:
             old.append(iterators[k])
             k += 1
-        new.append(old[-1])
     pre = params_prefix(params)
     m = isl.Map(f"{pre}{{ {st.name}[{', '.join(iterators)}] -> {st.name}[{', '.join(old)}] : "
                 f"{' and '.join(bounds)} }}")
