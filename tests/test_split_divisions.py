@@ -89,3 +89,16 @@ def test_the_attention_output_relayout_through_torch_equals_eager() -> None:
     [kernel] = report.kernels
     # the relayout's counter i2 over heads * width became i2h (heads) and i2l (width)
     assert "t_bmm[4 * i0 + i2h, i1, i2l]" in kernel.source and "i2 % 8" not in kernel.source
+
+
+def test_a_symbolic_extent_is_split_into_a_parametric_outer_loop() -> None:
+    prog = parse_program("program t [N]\ncontext [N] -> {  : N >= 1 }\narray b [N, 64] float32\n"
+                         "array a [64 * N] float32\n"
+                         "statement S0 (0, 0) [N] -> { S0[i0] : 0 <= i0 < 64 * N }\n"
+                         "  a[i0] = b[i0 // 64, i0 % 64] + 1.0\n")
+    split = split_divisions(prog)
+    assert not _divides(split, "S0") and split.statement("S0").iterators == ("i0h", "i0l")
+    b = np.random.default_rng(2).random((3, 64), dtype=np.float32)
+    got = np.zeros(192, np.float32)
+    pt.compile(split)(a=got, b=b, N=3)
+    np.testing.assert_array_equal(got, b.reshape(-1) + np.float32(1.0))
