@@ -280,14 +280,15 @@ def test_a_product_of_a_few_rows_runs_its_rows_inside_each_chunk_of_the_sum() ->
     torch.testing.assert_close(report.result, x @ w.T, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("chains", [True, False])
-def test_16bit_chains_round_where_stored_or_after_every_op(chains: bool) -> None:
+def test_16bit_chains_round_where_stored_or_after_every_op(chains: bool, dtype: torch.dtype) -> None:
     """Elementwise ops on bfloat16 computed in one statement pass float32 values on and round once, at
     the store (Inductor's numerics, option float32_chains, the default); without the option every op
-    rounds, as eager does: ``(x + 1000) - 1000`` loses x's low bits in eager's bfloat16 only."""
+    rounds, as eager does: ``(x + 1000) - 1000`` loses x's low bits in eager's 16-bit arithmetic only."""
     def f(x: torch.Tensor) -> torch.Tensor:
         return (x + 1000) - 1000
-    x = torch.randn(64, 32).to(torch.bfloat16)
+    x = torch.randn(64, 32, generator=torch.Generator().manual_seed(0)).to(dtype)
     out = pt.jit(f, compile_options={"float32_chains": chains})(x)
     if chains:
         torch.testing.assert_close(out.float(), x.float(), rtol=0, atol=2.5e-4)
