@@ -280,6 +280,24 @@ def test_a_product_of_a_few_rows_runs_its_rows_inside_each_chunk_of_the_sum() ->
     torch.testing.assert_close(report.result, x @ w.T, rtol=1e-4, atol=1e-4)
 
 
+def test_a_computed_transposed_operand_is_stored_in_its_sources_order() -> None:
+    """``q @ (k + bias)^T``: the operand is computed (``k + bias``), so it is stored, and as ``[.., n, k]``,
+    the order of ``k`` in memory, which the packed panels read transposed (a ``[.., k, n]`` copy walked
+    ``k`` with a stride: BERT's bfloat16 q/k/v kernel 0.92 -> 0.74 ms a call)."""
+    from polytri.ir.textform import parse_program
+    gen = torch.Generator().manual_seed(0)
+    q, k, b = torch.randn(2, 3, 16, 8, generator=gen), torch.randn(2, 3, 16, 8, generator=gen), torch.randn(8, generator=gen)
+
+    def f(q: torch.Tensor, k: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return q @ (k + b).transpose(-1, -2)
+    report = pt.explain(f, q, k, b, compile_options={"cache": False})
+    torch.testing.assert_close(report.result, f(q, k, b), rtol=1e-5, atol=1e-5)
+    [kernel] = report.kernels
+    prog = parse_program(kernel.program)
+    [copy] = [st for st in prog.statements if st.target.array.endswith("_b")]
+    assert copy.domain.dim_max_val(1).to_python() == 15 and copy.domain.dim_max_val(2).to_python() == 7  # [.., n, k]
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("chains", [True, False])
 def test_16bit_chains_round_where_stored_or_after_every_op(chains: bool, dtype: torch.dtype) -> None:

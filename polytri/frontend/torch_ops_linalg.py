@@ -7,6 +7,8 @@ oneDNN does.  Convolutions are in :mod:`.torch_ops_conv`.
 
 from __future__ import annotations
 
+import re
+
 import torch
 import torch.fx as fx
 
@@ -33,6 +35,7 @@ from .torch_values import (
     cast,
     literal,
     rounded,
+    view_of,
 )
 
 
@@ -62,6 +65,49 @@ def _contiguous_along(v: Val, dim: int) -> bool:
     probe = tuple(f"pt_probe{d}" for d in range(v.rank))
     text = v.load(probe)
     return v.ops == 0 and (text.endswith(f", {probe[dim]}]") or text.endswith(f"[{probe[dim]}]"))
+
+
+def _subscripts(text: str) -> list[list[str]]:
+    """The subscripts of each array access written in ``text`` (innermost brackets), split at the commas
+    outside parentheses."""
+    out = []
+    for inside in re.findall(r"\b\w+\[([^\[\]]*)\]", text):
+        subs, depth, start = [], 0, 0
+        for k, ch in enumerate(inside):
+            depth += ch == "("
+            depth -= ch == ")"
+            if ch == "," and depth == 0:
+                subs.append(inside[start:k])
+                start = k + 1
+        out.append([*subs, inside[start:]])
+    return out
+
+
+def _source_along_sum(v: Val) -> bool:
+    """Whether the computed ``B`` operand ``v`` (``[.., k, n]``) reads what it is computed from along ``k``:
+    every access that ``n`` indexes has ``k``, not ``n``, in its last subscript (``K^T`` of attention with
+    its bias added).  Stored as ``[.., n, k]``, such an operand is written and read in consecutive order."""
+    probe = tuple(f"pt_probe{d}" for d in range(v.rank))
+    k, n = (re.compile(rf"\b{probe[d]}\b") for d in (v.rank - 2, v.rank - 1))
+    reading_n = [subs for subs in _subscripts(v.load(probe)) if any(n.search(x) for x in subs)]
+    return bool(reading_n) and all(k.search(subs[-1]) and not n.search(subs[-1]) for subs in reading_n)
+
+
+def _stored_operand(ctx: SegmentLowering, b: Val, base: str) -> Val:
+    """``B`` for packed panels, which read any layout: as it is where reading it costs nothing, else
+    stored, as ``[.., n, k]`` (read back transposed) where it is computed from values laid out along
+    ``k`` (:func:`_source_along_sum`): the copy then walks both arrays in order, where the ``[.., k, n]``
+    copy read its source with a stride (a scalar loop; BERT's ``K^T``)."""
+    if b.ops == 0:
+        return b
+    if b.rank < 2 or not _source_along_sum(b):
+        return ctx.stored(b, base)
+
+    def swap(idx: Index) -> Index:
+        return (*idx[:-2], idx[-1], idx[-2])
+    shape = swap(b.shape)
+    t = ctx.stored(Val(shape, b.dtype, lambda idx: b.load(swap(idx)), ops=b.ops), base)
+    return view_of(t, b.shape, swap)
 
 
 #: Products with at most this many rows (static) whose factors both run contiguously along the sum are
@@ -130,8 +176,12 @@ def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, acc: torch.dty
     a = ctx.readable(a, node.name + "_a")
     if _skinny(ctx, a, b, shape, a.shape[-1]) or _skinny_integers(ctx, a, b, shape, acc):
         return _skinny_product(ctx, node, a, b, acc)
-    in_place = _rows_contiguous(b) or _packed_on_cpu(ctx, a, b, out, acc) or _on_tensor_cores(ctx, b)
-    b = ctx.readable(b, node.name + "_b") if in_place else ctx.stored(b, node.name + "_b")
+    packed = _packed_on_cpu(ctx, a, b, out, acc)
+    in_place = _rows_contiguous(b) or packed or _on_tensor_cores(ctx, b)
+    if packed:
+        b = _stored_operand(ctx, b, node.name + "_b")
+    else:
+        b = ctx.readable(b, node.name + "_b") if in_place else ctx.stored(b, node.name + "_b")
     k = a.shape[-1]
     name = ctx.temp(node.name, shape, acc)
     lead = len(shape) - 2
