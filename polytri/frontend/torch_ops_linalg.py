@@ -7,7 +7,7 @@ oneDNN does.  Convolutions are in :mod:`.torch_ops_conv`.
 
 from __future__ import annotations
 
-import re
+import ast
 
 import torch
 import torch.fx as fx
@@ -67,19 +67,14 @@ def _contiguous_along(v: Val, dim: int) -> bool:
     return v.ops == 0 and (text.endswith(f", {probe[dim]}]") or text.endswith(f"[{probe[dim]}]"))
 
 
-def _subscripts(text: str) -> list[list[str]]:
-    """The subscripts of each array access written in ``text`` (innermost brackets), split at the commas
-    outside parentheses."""
+def _subscript_names(text: str) -> list[list[set[str]]]:
+    """For each array access of the expression ``text`` (the language is Python's syntax), the names in
+    each of its subscripts."""
     out = []
-    for inside in re.findall(r"\b\w+\[([^\[\]]*)\]", text):
-        subs, depth, start = [], 0, 0
-        for k, ch in enumerate(inside):
-            depth += ch == "("
-            depth -= ch == ")"
-            if ch == "," and depth == 0:
-                subs.append(inside[start:k])
-                start = k + 1
-        out.append([*subs, inside[start:]])
+    for node in ast.walk(ast.parse(text, mode="eval")):
+        if isinstance(node, ast.Subscript):
+            subs = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            out.append([{n.id for n in ast.walk(x) if isinstance(n, ast.Name)} for x in subs])
     return out
 
 
@@ -88,9 +83,9 @@ def _source_along_sum(v: Val) -> bool:
     every access that ``n`` indexes has ``k``, not ``n``, in its last subscript (``K^T`` of attention with
     its bias added).  Stored as ``[.., n, k]``, such an operand is written and read in consecutive order."""
     probe = tuple(f"pt_probe{d}" for d in range(v.rank))
-    k, n = (re.compile(rf"\b{probe[d]}\b") for d in (v.rank - 2, v.rank - 1))
-    reading_n = [subs for subs in _subscripts(v.load(probe)) if any(n.search(x) for x in subs)]
-    return bool(reading_n) and all(k.search(subs[-1]) and not n.search(subs[-1]) for subs in reading_n)
+    k, n = probe[-2], probe[-1]
+    reading_n = [subs for subs in _subscript_names(v.load(probe)) if any(n in x for x in subs)]
+    return bool(reading_n) and all(k in subs[-1] and n not in subs[-1] for subs in reading_n)
 
 
 def _stored_operand(ctx: SegmentLowering, b: Val, base: str) -> Val:
@@ -98,10 +93,8 @@ def _stored_operand(ctx: SegmentLowering, b: Val, base: str) -> Val:
     stored, as ``[.., n, k]`` (read back transposed) where it is computed from values laid out along
     ``k`` (:func:`_source_along_sum`): the copy then walks both arrays in order, where the ``[.., k, n]``
     copy read its source with a stride (a scalar loop; BERT's ``K^T``)."""
-    if b.ops == 0:
-        return b
-    if b.rank < 2 or not _source_along_sum(b):
-        return ctx.stored(b, base)
+    if b.ops == 0 or b.rank < 2 or not _source_along_sum(b):
+        return ctx.readable(b, base)
 
     def swap(idx: Index) -> Index:
         return (*idx[:-2], idx[-1], idx[-2])
@@ -176,12 +169,12 @@ def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, acc: torch.dty
     a = ctx.readable(a, node.name + "_a")
     if _skinny(ctx, a, b, shape, a.shape[-1]) or _skinny_integers(ctx, a, b, shape, acc):
         return _skinny_product(ctx, node, a, b, acc)
-    packed = _packed_on_cpu(ctx, a, b, out, acc)
-    in_place = _rows_contiguous(b) or packed or _on_tensor_cores(ctx, b)
-    if packed:
+    if _packed_on_cpu(ctx, a, b, out, acc):
         b = _stored_operand(ctx, b, node.name + "_b")
+    elif _rows_contiguous(b) or _on_tensor_cores(ctx, b):
+        b = ctx.readable(b, node.name + "_b")
     else:
-        b = ctx.readable(b, node.name + "_b") if in_place else ctx.stored(b, node.name + "_b")
+        b = ctx.stored(b, node.name + "_b")
     k = a.shape[-1]
     name = ctx.temp(node.name, shape, acc)
     lead = len(shape) - 2

@@ -23,7 +23,7 @@ from dataclasses import replace
 import islpy as isl
 
 from .affine import NotAffineError, to_isl
-from .expr import Access, Binary, Const, Expr, Var, transform, walk
+from .expr import Access, Binary, Const, Expr, Var, substitute, transform, walk
 from .indirect import is_indirect_subscript
 from .program import Program, Statement, params_prefix
 
@@ -75,14 +75,14 @@ def _split(st: Statement, params: tuple[str, ...]) -> Statement:
         env[v] = Binary("+", Binary("*", Const(divisors[v]), Var(h, "iter")), Var(lo, "iter"))
     position.append(st.position[-1])
     domain = _preimage(st, params, iterators, divisors)
+    target = substitute(st.target, env)
+    assert isinstance(target, Access)
     try:
-        target = _rewritten(st.target, env, domain, iterators, params)
-        value = transform(st.value, lambda n: _rewritten(n, env, domain, iterators, params)
+        target = _undivided(target, domain, iterators, params)
+        value = transform(substitute(st.value, env), lambda n: _undivided(n, domain, iterators, params)
                           if isinstance(n, Access) else None)
     except _KeepsDivision:
         return st
-    value = transform(value, lambda n: env.get(n.name) if isinstance(n, Var) and n.kind == "iter" else None)
-    assert isinstance(target, Access)
     return Statement(st.name, domain, tuple(iterators), target, value, tuple(position))
 
 
@@ -120,17 +120,12 @@ class _KeepsDivision(Exception):
     """A subscript of the rewritten statement still divides a loop counter."""
 
 
-def _rewritten(acc: Access, env: dict[str, Expr], domain: isl.Set, iterators: list[str],
-               params: tuple[str, ...]) -> Access:
-    """``acc`` with the old iterators replaced (``env``) and each subscript as isl's affine function of
-    the new ones on ``domain``."""
-    out = []
-    for e in acc.index:
-        e = transform(e, lambda n: env.get(n.name) if isinstance(n, Var) and n.kind == "iter" else None)
-        if any(isinstance(n, Binary) and n.op in ("//", "%") for n in walk(e)):
-            e = _affine(e, domain, iterators, params)
-        out.append(e)
-    return Access(acc.array, tuple(out))
+def _undivided(acc: Access, domain: isl.Set, iterators: list[str], params: tuple[str, ...]) -> Access:
+    """``acc`` (written in the new iterators) with each subscript that divides as isl's affine function of
+    the new iterators on ``domain``."""
+    return Access(acc.array, tuple(_affine(e, domain, iterators, params)
+                                   if any(isinstance(n, Binary) and n.op in ("//", "%") for n in walk(e)) else e
+                                   for e in acc.index))
 
 
 def _affine(e: Expr, domain: isl.Set, iterators: list[str], params: tuple[str, ...]) -> Expr:
