@@ -283,7 +283,7 @@ def test_a_product_of_a_few_rows_runs_its_rows_inside_each_chunk_of_the_sum() ->
 def test_a_computed_transposed_operand_is_stored_in_its_sources_order() -> None:
     """``q @ (k + bias)^T``: the operand is computed (``k + bias``), so it is stored, and as ``[.., n, k]``,
     the order of ``k`` in memory, which the packed panels read transposed (a ``[.., k, n]`` copy walked
-    ``k`` with a stride: BERT's bfloat16 q/k/v kernel 0.92 -> 0.74 ms a call)."""
+    ``k`` with a stride: BERT's bfloat16 q/k/v kernel 0.85 -> 0.74 ms a call)."""
     from polytri.ir.textform import parse_program
     gen = torch.Generator().manual_seed(0)
     q, k, b = torch.randn(2, 3, 16, 8, generator=gen), torch.randn(2, 3, 16, 8, generator=gen), torch.randn(8, generator=gen)
