@@ -118,6 +118,32 @@ def test_pairs_of_an_operand_stored_along_the_sum_move_in_squares() -> None:
     assert "pt__transpose_pairs_swapped(" in k.source
 
 
+def _gemm_left(left: str, a_shape: tuple[str, ...]) -> pt.Program:
+    p = pt.Program("bfmm", params=["M", "N", "K", *(["W"] if "W" in a_shape else [])])
+    p.array("C", ("M", "N"), "float32")
+    p.array("A", a_shape, "bfloat16")
+    p.array("B", ("K", "N"), "bfloat16")
+    with p.loop("i", 0, "M"), p.loop("k", 0, "K"), p.loop("j", 0, "N"):
+        p.assign(f"C[i, j] += float32({left}) * float32(B[k, j])")
+    return p
+
+
+@pytest.mark.skipif(not HAS_BF16_DOT, reason="no AVX-512 BF16 on this machine")
+@pytest.mark.parametrize("left,a_shape,unit", [("A[i, k]", ("M", "K"), 4), ("A[k, i]", ("K", "M"), None),
+                                               ("A[i, 2 * k + 1]", ("M", "W"), None)])
+def test_left_rows_stored_along_the_sum_are_packed_from_their_runs(left: str, a_shape: tuple[str, ...],
+                                                                   unit: int | None) -> None:
+    """Rows of ``L`` whose values of ``k`` are consecutive: a whole block of rows is packed a pair of k at
+    a time, its halves exchanged (the decision names the 4-byte unit); stored across the rows or with
+    every other value of ``k`` (rows of ``W = 2 K + 2`` values), element by element.  The sums are the float32 loop's bit for bit, with
+    whole blocks of rows and pairs, a ragged block of rows, and an odd number of sums in a block."""
+    prog = _gemm_left(left, a_shape)
+    [rec] = [d for d in pt.compile(prog, "cpu").decision_records if d.kind == "contraction"]
+    assert rec.data["left_unit"] == unit, rec.text
+    for sizes in (dict(M=8, N=64, K=258), dict(M=9, N=70, K=255)):
+        _check(prog, {**sizes, "W": 2 * sizes["K"] + 2} if "W" in a_shape else sizes)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_padded_batched_convolution(threads: int) -> None:
     _check(_conv(), {}, {"threads": threads})

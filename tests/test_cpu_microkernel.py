@@ -113,14 +113,17 @@ def test_a_right_factor_stored_along_k_is_packed_in_blocks_of_k(dtype: str) -> N
         _check(prog, dict(M=b.mr + 1, N=b.nr + 3, K=K))
     k = pt.compile(prog, "cpu")
     lanes = 64 // d.itemsize if cpu_flags() >= {"avx512f"} else 32 // d.itemsize
-    assert _contraction_data(k) == {"transpose_block": kb, "transpose_squares": lanes}
-    plain = pt.compile(_gemm(dtype=dtype), "cpu")  # B[k, j] is stored along the columns
-    assert _contraction_data(plain) == {"transpose_block": None, "transpose_squares": None}
+    assert _contraction_data(k) == {"transpose_block": kb, "transpose_squares": lanes, "left_unit": d.itemsize}
+    # B[k, j] is stored along the columns; L is alpha * A[i, k], computed: packed element by element
+    plain = pt.compile(_gemm(dtype=dtype), "cpu")
+    assert _contraction_data(plain) == {"transpose_block": None, "transpose_squares": None, "left_unit": None}
+    across = pt.compile(_gemm("C[i, j] += A[k, i] * B[k, j]", dtype=dtype, a_shape=("K", "M")), "cpu")
+    assert _contraction_data(across)["left_unit"] is None  # L stored across its rows: element by element
 
 
 def _contraction_data(k: pt.CpuKernel) -> dict:
     (rec,) = [d for d in k.decision_records if d.kind == "contraction"]
-    return {key: rec.data[key] for key in ("transpose_block", "transpose_squares")}
+    return {key: rec.data[key] for key in ("transpose_block", "transpose_squares", "left_unit")}
 
 
 @pytest.mark.parametrize("simd", [True, False])

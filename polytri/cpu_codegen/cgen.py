@@ -22,13 +22,14 @@ from ..schedule.loop_ast import Block, For, If, Node, Run, run_counts, walk
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
 from .contraction import find_contraction, find_domain_contraction
 from .contraction_fusion import epilogue_iterators, zero_init_fuses
-from .contraction_model import Contraction, few_columns, transpose_lanes
-from .dot_product import dot_product
+from .contraction_model import Contraction, few_columns, left_units, transpose_lanes
+from .dot_product import dot_blocking, dot_product
 from .microkernel import micro_kernel
 from .packing import contraction_lines
 from .parallel_plan import MIN_WORK, RegionChoice, Split, choose_region
 from .prelude import prelude
 from .private import local_name, private_arrays
+from .row_pack import rows_kernel
 from .transpose import swapped_pairs_kernel, transpose_kernel
 
 
@@ -476,6 +477,8 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     swapped = sorted({lanes for c in pr.contractions
                       if c.dot is not None and c.dot.descending and (lanes := transpose_lanes(c)) is not None})
     kernels += "".join(swapped_pairs_kernel(lanes) for lanes in swapped)
+    rows = {(dot_blocking(c.dtype, c.dot).mr, *units) for c in pr.contractions if (units := left_units(c)) is not None}
+    kernels += "".join(rows_kernel(mr, unit, swap) for mr, unit, swap in sorted(rows))
     outlined = "\n".join(pr.outlined)
     unique: list[Contraction] = []  # a nest inside a parallel loop is printed twice: outlined, and inline
     for c in pr.contractions:

@@ -21,8 +21,9 @@ from collections.abc import Callable
 from ..ir.expr import Access, Expr, var_names
 from .blocking import WHOLE_L_BYTES
 from .cexpr import comment, index_expr
-from .contraction_model import Contraction, transpose_block, transpose_lanes
+from .contraction_model import Contraction, left_units, transpose_block, transpose_lanes
 from .dot_product import dot_blocking, slot, stored
+from .row_pack import rows_kernel_name
 
 Env = dict[str, str]
 """The C value of some statement iterators."""
@@ -384,10 +385,13 @@ class _NestPrinter:
                  f"  const {t} *pt__apk = pt__aw ? pt__aw + ((pt__ic - pt__lo) / {b.mr} * {self.grouped('pt__kn')} + "
                  f"pt__pc) * {b.mr} : pt__ap;",
                  "  if (!pt__aw) {")
-        self.left_loops(8, "pt__kk", self.grouped("pt__kc"), "pt__pc + pt__kk", lambda depth, at: self.scoped(
+        runs = self.left_runs(8)
+        self.left_loops(8 + runs, "pt__kk", self.grouped("pt__kc"), "pt__pc + pt__kk", lambda depth, at: self.scoped(
             depth, {**self.zenv, **self.kenv, c.a: "pt__ic + pt__r"}, (c.left,),
             [f"pt__ap[{at}] = {self.in_sum('pt__kk', 'pt__kc')}pt__r < pt__mr ? "
              f"{self.panel_value(c.left)} : 0;"]))
+        if runs:
+            self.out(8, "}")
         self.out(7, "}")
         self.out(7,
                  f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr}) {{",
@@ -401,6 +405,28 @@ class _NestPrinter:
             self.out(10, "}")
         self.out(7, "}")
         self.out(6, "}")
+
+    def left_runs(self, depth: int) -> bool:
+        """Where :func:`.contraction_model.left_units` allows it, a whole block of rows (and of groups of
+        ``k``) packed from their runs along ``k`` by ``pt__pack_rows`` (:mod:`.row_pack`), opening the
+        ``else`` that the element loop goes in; ``False`` (nothing printed) elsewhere."""
+        c, b = self.c, self.b
+        units = left_units(c)
+        if units is None:
+            return False
+        left = c.left if c.dot is None else stored(c.left)
+        assert isinstance(left, Access)  # left_units: one array element
+        whole = f"pt__mr == {b.mr}" + (f" && pt__kc % {self.gl} == 0" if self.gl > 1 else "")
+        self.out(depth, f"if ({whole}) {{  /* whole rows stored along k: their runs interleaved */",
+                 f"  const void *pt__rows[{b.mr}];")
+        self.unflatten(depth + 1, c.k, "pt__k", "pt__pc")
+        for r in range(b.mr):
+            self.scoped(depth + 1, {**self.zenv, **self.kenv, c.a: f"pt__ic + {r}"}, (left,),
+                        [f"pt__rows[{r}] = &{self.ref(left)};"])
+        n = "pt__kc" if self.gl == 1 else f"pt__kc / {self.gl}"
+        self.out(depth + 1, f"{rows_kernel_name(b.mr, *units)}(pt__rows, {n}, pt__ap);")
+        self.out(depth, "} else {")
+        return True
 
     def kernel_calls(self) -> None:
         """The micro-kernel on a full register block, its edge variant on a ragged one."""
