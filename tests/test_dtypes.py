@@ -281,6 +281,22 @@ def test_16bit_arithmetic_is_bit_exact(tdt: torch.dtype) -> None:
     assert_agree(p, {"A": a, "B": b, "C": torch.zeros(N, dtype=tdt)}, exact=True)
 
 
+@pytest.mark.cc
+@pytest.mark.parametrize("tdt", [torch.float16, torch.bfloat16])
+def test_16bit_results_stored_with_one_conversion_keep_special_values(tdt: torch.dtype) -> None:
+    """A stored 16-bit result is converted from its float value once (not rounded in float, then
+    converted again): products that overflow the type, NaN from 0 * inf, halfway cases and subnormal
+    results equal the reference's bit for bit."""
+    dt = str(tdt).removeprefix("torch.")
+    p = _unary_program(f"sp_{dt}", dt, "C[i] = A[i] * B[i]")
+    info = torch.finfo(tdt)
+    a = torch.tensor([info.max, 0.0, float("inf"), float("nan"), 1 + info.eps, info.tiny, -info.max, 3.0],
+                     dtype=tdt)
+    b = torch.tensor([2.0, float("inf"), -1.0, 1.0, 1 + info.eps, 0.25, 2.0, 1 / 3], dtype=tdt)
+    got = assert_agree(p, {"A": a, "B": b, "C": torch.zeros(8, dtype=tdt)}, exact=True)
+    torch.testing.assert_close(got["C"], a * b, equal_nan=True, rtol=0, atol=0)
+
+
 def _has_fma() -> bool:
     try:
         with open("/proc/cpuinfo") as f:

@@ -56,6 +56,9 @@ class C:
 
     text: str
     prec: int
+    unrounded: C | None = None
+    """Of a 16-bit result rounded in ``float`` (:meth:`CExprPrinter.rnd`): the value before the rounding,
+    which a store converts to the 16-bit type itself (converting the rounded value again is a no-op)."""
 
     def at(self, prec: int) -> str:
         """The text, parenthesized unless it binds at least as tightly as ``prec``."""
@@ -146,9 +149,9 @@ class CExprPrinter:
     def rnd(self, d: DType, x: C) -> C:
         """Round a ``float`` holding a 16-bit-typed result; identity for other types."""
         if d is FLOAT16:
-            return call("pt__round_f16", x)
+            return C(call("pt__round_f16", x).text, PRIMARY, x)
         if d is BFLOAT16:
-            return call("pt__round_bf16", x)
+            return C(call("pt__round_bf16", x).text, PRIMARY, x)
         return x
 
     def conv(self, e: Expr, to: DType) -> C:

@@ -393,6 +393,8 @@ class _Printer:
                  if it in used]
         target = dtypes.dtype(self.p.array(st.target.array).dtype)
         value = self.exprs.conv(st.value, target)
+        if target in (dtypes.BFLOAT16, dtypes.FLOAT16):  # converted once: not rounded in float before
+            value = value.unrounded or value
         if target is dtypes.BFLOAT16:
             value = call("pt__f32_to_bf16", value)
         elif target is dtypes.FLOAT16:
