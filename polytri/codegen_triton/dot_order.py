@@ -2,7 +2,7 @@
 
 A product runs on ``tl.dot`` when the two innermost grid loops of its launch are the rows and the
 columns of its target, one factor varying with the rows and the sum, the other with the sum and the
-columns (:func:`.kgen.dot_contractions_in`).  Pluto orders parallel loops for locality and the GPU pass
+columns (:func:`.reduction.dot_contractions_in`).  Pluto orders parallel loops for locality and the GPU pass
 moves them outward (:func:`polytri.schedule.permute.parallel_outward`); neither knows about ``tl.dot``.
 A convolution's loops come out as (output channels, output rows, output columns): the blocks are then
 output rows by columns, and the input tile depends on both, so its sum runs on scalar lanes.  Ordering
@@ -38,7 +38,7 @@ from ..schedule.legality import is_legal
 from ..schedule.loop_ast import Node, build_loop_ast
 from ..schedule.permute import permute_dimensions, permute_nest
 from ..schedule.schedule import Schedule, loops_are_parallel
-from .host import dot_contractions
+from .launches import dot_contractions
 from .nest_fusion import distribution_values
 
 log = logging.getLogger("polytri.triton")

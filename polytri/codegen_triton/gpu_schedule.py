@@ -13,7 +13,7 @@ from ..schedule.legality import prove_legal
 from ..schedule.loop_ast import build_loop_ast
 from ..schedule.permute import parallel_outward
 from .dot_order import order_for_dot, order_nests_for_dot
-from .host import dot_contractions, launch_chains
+from .launches import dot_contractions, launch_chains
 from .nest_fusion import drop_uniform_dimensions, hoist_parallel_loops
 
 

@@ -20,12 +20,11 @@ import islpy as isl
 
 from ..ir.expr import Expr
 from ..ir.program import Program
-from ..ir.types import program_typer
 from ..schedule.loop_ast import Block, For, If, Node, Run, isl_expr, walk
 from ..schedule.schedule import Schedule
 from .block_fit import most_iterations
 from .kgen import KernelSpec, kernel_parameters, upper_exclusive
-from .reduction import dot_launch
+from .launches import grid_chain, has_parallel
 from .texpr import index_text, user
 
 log = logging.getLogger("polytri.triton")
@@ -39,24 +38,6 @@ class Launch:
     """The kernel."""
     box: tuple[tuple[Expr, Expr], ...]
     """Lowest and highest value of each grid loop (in parameters and host counters)."""
-
-
-def _has_parallel(n: Node) -> bool:
-    return any(isinstance(m, For) and m.parallel for m in walk(n))
-
-
-def grid_chain(root: For) -> tuple[For, ...]:
-    """``root`` and the parallel loops perfectly nested in it."""
-    chain = [root]
-    body = root.body
-    while True:
-        while isinstance(body, Block) and len(body.body) == 1:
-            body = body.body[0]
-        if isinstance(body, For) and body.parallel:
-            chain.append(body)
-            body = body.body
-        else:
-            return tuple(chain)
 
 
 def _statements(n: Node) -> set[str]:
@@ -87,38 +68,6 @@ def loop_box(program: Program, schedule: Schedule, node: Node, host_dims: list[i
         out.append((isl_expr(build.expr_from_pw_aff(lo), program.params),
                     isl_expr(build.expr_from_pw_aff(hi), program.params)))
     return out
-
-
-def launch_chains(n: Node) -> list[int]:
-    """Number of grid loops of each launch the host plan of ``n`` makes (0: one program)."""
-    if isinstance(n, Block):
-        return [c for m in n.body for c in launch_chains(m)]
-    if isinstance(n, If):
-        return launch_chains(n.then) + (launch_chains(n.orelse) if n.orelse is not None else [])
-    if isinstance(n, For) and n.parallel:
-        return [len(grid_chain(n))]
-    if isinstance(n, For) and _has_parallel(n.body):
-        return launch_chains(n.body)
-    return [0]
-
-
-def dot_contractions(n: Node, program: Program, columns: bool = False) -> int:
-    """Number of contractions that the launches of ``n`` compute with ``tl.dot`` on tiles of their grid
-    (see :func:`.kgen.dot_launch`); with ``columns``, also those whose columns run in chunks inside
-    row-block programs (the online softmax's products; elsewhere, fusing a product below its rows alone
-    would trade its column parallelism for a launch less, which this count does not reward)."""
-    if isinstance(n, Block):
-        return sum(dot_contractions(m, program, columns) for m in n.body)
-    if isinstance(n, If):
-        return dot_contractions(n.then, program, columns) + (
-            dot_contractions(n.orelse, program, columns) if n.orelse else 0)
-    if isinstance(n, For) and n.parallel:
-        chain = grid_chain(n)
-        kind, found = dot_launch(chain, chain[-1].body, program, program_typer(program))
-        return len(found) if kind == "grid" or columns else 0
-    if isinstance(n, For):
-        return dot_contractions(n.body, program, columns)
-    return 0
 
 
 class HostPlanner:
@@ -159,7 +108,7 @@ class HostPlanner:
                 self.node(n.orelse, depth + 1, host)
         elif isinstance(n, For) and n.parallel:
             self.launch(grid_chain(n), depth, host)
-        elif isinstance(n, For) and _has_parallel(n.body):
+        elif isinstance(n, For) and has_parallel(n.body):
             lo = index_text(n.lower, {}, device=False)
             hi = index_text(upper_exclusive(n), {}, device=False)
             self.emit(depth, f"for {n.var} in range({lo}, {hi}, {n.step}):")

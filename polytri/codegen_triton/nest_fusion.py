@@ -33,7 +33,7 @@ from ..schedule.legality import is_legal, prove_legal
 from ..schedule.loop_ast import Node, build_loop_ast
 from ..schedule.permute import permute_dimensions
 from ..schedule.schedule import Schedule, parallel_dimensions
-from .host import dot_contractions, launch_chains
+from .launches import dot_contractions, launch_chains
 
 log = logging.getLogger("polytri.triton")
 
@@ -169,7 +169,7 @@ def hoist_parallel_loops(prog: Program, deps: Dependences, schedule: Schedule, d
     loses its ``tl.dot`` (its row and column loops stay the launch's innermost grid loops).  Each round tries
     every distribution dimension and number of loops, and keeps the best; rounds go on while one
     improves.  ``columns``: products in row-block programs count as on tl.dot (the online softmax's; see
-    :func:`.host.dot_contractions`).  Each fusion is a decision of kind ``gpu-nest-fusion``."""
+    :func:`.launches.dot_contractions`).  Each fusion is a decision of kind ``gpu-nest-fusion``."""
     chains = launch_chains(ast) or [0]
     dots = dot_contractions(ast, prog, columns)
     hoisted = False
