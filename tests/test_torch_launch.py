@@ -1,15 +1,19 @@
-"""A compiled graph's steps launch their kernels directly after a checked call (frontend/torch_launch.py)."""
+"""A compiled graph's steps launch their kernels directly after a checked call (frontend/torch_launch.py),
+and runs of consecutive steps in one C call (frontend/torch_graph_launch.py)."""
 
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 import torch
 import torch.fx as fx
 
 import polytri as pt
+from polytri.frontend.torch_graph_launch import GraphLaunch
 from polytri.frontend.torch_launch import launch_for
-from polytri.frontend.torch_runtime import _KernelStep
+from polytri.frontend.torch_runtime import CompiledGraph, _KernelStep
+from polytri.suite.models import build
 
 
 def _steps() -> list[_KernelStep]:
@@ -60,3 +64,73 @@ def test_a_launch_takes_the_long_way_for_an_input_that_is_not_contiguous() -> No
     assert made is not None and seen == [[x.data_ptr(), temp.data_ptr(), made["y"].data_ptr()]]
     assert made["y"].shape == (2, 3) and made["y"].dtype == torch.float32
     assert launch.temps[0] is temp  # its address stays valid whatever the step's reuse table drops
+
+
+def _compiled_graphs() -> list[CompiledGraph]:
+    return [o for o in gc.get_objects() if type(o) is CompiledGraph]
+
+
+def _resnet_graph() -> tuple[torch.nn.Module, Any, torch.Tensor, CompiledGraph, GraphLaunch]:
+    """The zoo's ResNet-like model (several kernel steps, none with indirect reads) after two calls, and
+    its graph's one launch of consecutive steps."""
+    model, x = build("resnet")
+    before = {id(g) for g in _compiled_graphs()}
+    g = pt.jit(model, compile_options={"cache": False})
+    with torch.no_grad():
+        g(x)
+        g(x)
+    [graph] = [c for c in _compiled_graphs() if id(c) not in before]
+    [plan] = graph._plans.values()
+    [whole] = [u for u in plan if isinstance(u, GraphLaunch)]
+    return model, g, x, graph, whole
+
+
+def test_consecutive_kernel_steps_run_as_one_launch_equal_to_the_steps_one_by_one() -> None:
+    """Later calls run the graph's kernel steps in one C call: every step of the ResNet is in it, its
+    steps' own launches are not called, the driver is called once a call, and the results equal eager's
+    and, bit for bit, those of the steps run one by one."""
+    model, g, x, graph, whole = _resnet_graph()
+    steps = [s for s in graph.steps if isinstance(s, _KernelStep)]
+    assert len(whole.steps) == len(steps) == len(graph.steps) > 1
+    driven, per_step = [], []
+    inner = whole._driver
+    whole._driver = lambda *a: (driven.append(a), inner(*a))
+    for s in steps:
+        for launch in s._launches.values():
+            call = launch.call
+            object.__setattr__(launch, "call", lambda a, p, call=call: (per_step.append(a), call(a, p)))
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(x.shape, generator=gen)
+            got = g(x)
+            torch.testing.assert_close(got, model(x), rtol=1e-3, atol=1e-4)
+            plan = graph._plans
+            graph._plans = {k: list(graph.steps) for k in plan}  # the same steps, one by one
+            one_by_one = g(x)
+            graph._plans = plan
+            torch.testing.assert_close(got, one_by_one, rtol=0, atol=0)
+    assert len(driven) == 3 and len(per_step) == 3 * len(steps)  # the one-by-one calls only
+
+
+def test_the_graph_launch_runs_nothing_for_an_input_that_is_not_contiguous_or_a_step_held(monkeypatch) -> None:
+    _, g, x, graph, whole = _resnet_graph()
+    seen: list[dict] = []
+    run = GraphLaunch.__call__
+    monkeypatch.setattr(GraphLaunch, "__call__", lambda self, env: (seen.append(dict(env)), run(self, env))[1])
+    with torch.no_grad():
+        g(x)
+    monkeypatch.undo()
+    [env] = seen
+    driven = []
+    inner = whole._driver
+    whole._driver = lambda *a: (driven.append(a), inner(*a))
+    [node] = [n for _, n in whole.inputs if env[n] is x or (isinstance(env[n], torch.Tensor) and env[n].shape == x.shape
+                                                               and env[n].data_ptr() == x.data_ptr())]
+    env[node] = x.transpose(-1, -2).contiguous().transpose(-1, -2)  # same shape and values, not contiguous
+    assert not env[node].is_contiguous() and whole(env) is False
+    env[node] = x
+    with whole.steps[1]._lock:  # another call holds a step: its intermediates are in use
+        assert whole(env) is False
+    assert driven == []
+    assert whole(env) is True and len(driven) == 1

@@ -486,8 +486,22 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     for c in pr.contractions:
         if c not in unique:
             unique.append(c)
-    return GeneratedC(f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n", tuple(unique),
-                      frozenset(pr.localized), tuple(pr.regions))
+    return GeneratedC(f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n{_slots_entry(program, function)}",
+                      tuple(unique), frozenset(pr.localized), tuple(pr.regions))
+
+
+def _slots_entry(program: Program, function: str) -> str:
+    """``<function>_slots(a, p, threads, work)``: the function on the arrays' addresses ``a`` and the
+    parameters ``p`` in the program's orders, for a caller that runs several kernels in one call
+    (:func:`.graph_driver.driver`); none for a program with scalars, whose values have their own types."""
+    if program.scalars:
+        return ""
+    arrays = [f"pt__a[{k}]" for k in range(len(program.arrays))]
+    params = [f"pt__p[{k}]" for k in range(len(program.params))]
+    return (f"void {function}_slots(void *const *pt__a, const int64_t *pt__p, int pt__num_threads, double {MIN_WORK}) {{\n"
+            f"  (void)pt__a; (void)pt__p;\n"
+            f"  {function}({', '.join([*arrays, *params, 'pt__num_threads', MIN_WORK])});\n"
+            f"}}\n")
 
 
 __all__ = ["CodegenOptions", "GeneratedC", "generate_c"]

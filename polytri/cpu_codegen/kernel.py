@@ -135,6 +135,14 @@ class CpuKernel(CompiledKernel):
         fn = self._fn if self._fn is not None else self._built()
         fn(*pointers, *params, threads_now(self.options.get("threads")), self.min_parallel_work)
 
+    def slots_entry(self) -> int | None:
+        """The address of the library's ``<function>_slots`` entry (:mod:`.graph_driver`), or ``None`` for a
+        program with scalars, which has none."""
+        if self.program.scalars:
+            return None
+        self.wait_built()
+        return ctypes.cast(getattr(self._lib, f"{self._function_name}_slots"), ctypes.c_void_p).value
+
     def _built(self) -> Any:
         self.wait_built()
         return self._fn

@@ -21,6 +21,7 @@ from ..ir.builder import ProgramBuilder
 from ..pipeline.decisions import Decision
 from ..runtime.index_check import IndexCheck
 from .torch_cache import compile_cached
+from .torch_graph_launch import GraphLaunch, graph_launch
 from .torch_launch import Launch, launch_for
 from .torch_lower import Segment
 from .torch_options import TorchOptions
@@ -107,6 +108,8 @@ class _KernelStep:
         self._launches: dict[tuple[int, ...], Launch] = {}
         """The step's launches by parameter values (:mod:`.torch_launch`), made after a checked call."""
         self._launchable = self._unchecked is not None and not self._indirect and not self._writes_an_input()
+        self._last_made: dict[str, int] | None = None
+        """The addresses of the arrays the step's last call made, by name (:mod:`.torch_graph_launch`)."""
 
     def _writes_an_input(self) -> bool:
         """Whether the kernel writes one of the arrays it reads from outside (then it gets no launch)."""
@@ -189,6 +192,8 @@ class _KernelStep:
                 self._call(inputs, ptrs, kwargs)
             if own and self._launchable and _as_given(env, self.input_nodes, ptrs):
                 self._make_launch(key, kwargs, made, device)
+        if own:
+            self._last_made = {name: t.data_ptr() for name, t in made.items()}
         self._bind(made, env)
 
     def _make_launch(self, key: tuple[int, ...], kwargs: dict[str, Any], made: dict[str, torch.Tensor],
@@ -324,6 +329,8 @@ class CompiledGraph:
             if isinstance(s, _KernelStep) and isinstance(s.kernel, CpuKernel):
                 s.kernel.wait_built()
         self._failed = False
+        self._plans: dict[tuple[int, ...], list[GraphLaunch | _KernelStep | fx.Node]] = {}
+        """What a call runs, by parameter values: steps, and runs of them as one launch (:meth:`_make_plan`)."""
 
     @property
     def kernels(self) -> list[KernelInfo]:
@@ -370,14 +377,47 @@ class CompiledGraph:
         for name, (node, dim) in self.plan.params.items():
             v = env[node]
             params[name] = int(v) if dim is None else int(v.shape[dim])
-        for step in self.steps:
-            if isinstance(step, _KernelStep):
-                step.run(env, params)
+        key = tuple(params.values())
+        plan = self._plans.get(key)
+        for unit in self.steps if plan is None else plan:
+            if isinstance(unit, GraphLaunch):
+                if not unit(env):
+                    for step in unit.steps:
+                        step.run(env, params)
+            elif isinstance(unit, _KernelStep):
+                unit.run(env, params)
             else:
-                a = fx.node.map_arg(step.args, lambda n: env[n])
-                kw = fx.node.map_arg(step.kwargs, lambda n: env[n])
-                env[step] = _function(step)(*a, **kw)
+                a = fx.node.map_arg(unit.args, lambda n: env[n])
+                kw = fx.node.map_arg(unit.kwargs, lambda n: env[n])
+                env[unit] = _function(unit)(*a, **kw)
+        if plan is None:
+            self._make_plan(key, env, params)
         return fx.node.map_arg(self.output.args[0], lambda n: env[n])
+
+    def _make_plan(self, key: tuple[int, ...], env: dict[fx.Node, Any], params: dict[str, int]) -> None:
+        """After a call with parameter values ``key``, the units that later calls with them run: each run of
+        consecutive kernel steps with launches as one launch (:mod:`.torch_graph_launch`), the other steps
+        as they are; none while a step that can have a launch lacks it (its first call copied an input:
+        the next call tries again)."""
+        units: list[GraphLaunch | _KernelStep | fx.Node] = []
+        run: list[_KernelStep] = []
+
+        def close() -> None:
+            whole = graph_launch(run, [tuple(params[p] for p in s.params) for s in run], env) if len(run) > 1 else None
+            units.extend([whole] if whole is not None else run)
+            run.clear()
+        for step in self.steps:
+            if isinstance(step, _KernelStep) and step._launchable and self.target == "cpu":
+                if tuple(params[p] for p in step.params) not in step._launches:
+                    return
+                run.append(step)
+                continue
+            close()
+            units.append(step)
+        close()
+        if len(self._plans) >= 16:  # many sizes (dynamic shapes)
+            self._plans.clear()
+        self._plans[key] = units
 
 
 def _fetch_attr(gm: fx.GraphModule, target: str) -> Any:
