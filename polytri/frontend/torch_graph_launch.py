@@ -1,21 +1,22 @@
-"""A whole graph's kernels in one call, once every step of it has a launch (:mod:`.torch_launch`).
+"""Consecutive kernel steps of a graph in one call, once each of them has a launch (:mod:`.torch_launch`).
 
 Between two kernels of a graph, Python gathered the next one's addresses, allocated its outputs and bound
 its results, and it did so after the previous kernel had run through the caches: in situ that took
 0.13 ms of ResNet's 0.55 ms a call and 0.27 ms of MobileNet's 1.54 ms (float32, one thread, against the
-same launches called back to back).  A :class:`GraphLaunch` does the Python part once for the whole
-graph, then one C call (:func:`polytri.cpu_codegen.graph_driver.driver`) runs every kernel:
+same launches called back to back).  A :class:`GraphLaunch` does the Python part once for a run of
+steps, then one C call (:func:`polytri.cpu_codegen.graph_driver.driver`) runs every kernel of it:
 
-- one table of addresses (slots): one slot per graph input that a kernel reads, one per array a step
-  allocates (outputs, bases of views), one per intermediate (its address fixed by the step's launch);
+- one table of addresses (slots): one slot per value made before the run that a kernel reads (a graph
+  input, a result of an earlier step), one per array a step allocates (outputs, bases of views), one per
+  intermediate (its address fixed by the step's launch);
 - for each kernel, the slot of each of its arrays, its parameter values and parallel-work threshold.
 
-It is made after a call in which every step of the graph is a kernel step that ran its launch, on the CPU
-with a slot entry, and each input of a step that an earlier step made is that step's array itself (not a
-view at an offset); the steps' views and the graph's outputs are bound after the call as the steps bind
-them.  The checks at each call are the launches': every graph input a kernel reads is a contiguous tensor
-(else the steps run one by one); the steps' locks are held during the call (a concurrent call runs the
-steps one by one, with intermediates of its own).
+The compiled graph makes one after a call, for each run of two or more consecutive kernel steps that have
+launches, on the CPU with a slot entry, where each input of a step that an earlier step of the run made is
+that step's array itself (not a view at an offset); the steps' views and results are bound after the call
+as the steps bind them.  The checks at each call are the launches': every value made before the run that
+a kernel reads is a contiguous tensor (else the steps run one by one); the steps' locks are held during
+the call (a concurrent call runs the steps one by one, with intermediates of its own).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class _Tables:
 
 
 class GraphLaunch:
-    """Every step of a graph in one C call (see the module's text)."""
+    """A run of consecutive kernel steps of a graph in one C call (see the module's text)."""
 
     def __init__(self, steps: Sequence[Any], launches: Sequence[Launch], inputs: Sequence[tuple[int, fx.Node]],
                  new: Sequence[tuple[int, int, NewArray]], constants: Sequence[tuple[int, int]],
