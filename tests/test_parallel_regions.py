@@ -4,6 +4,8 @@ C, the measured cost of a region, and the thread count that follows the other pr
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import islpy as isl
 import numpy as np
@@ -237,6 +239,15 @@ def test_proc_stat_is_read_where_there_is_one() -> None:
         pytest.skip("no /proc/stat here")
     assert sample.busy > 0 and sample.running >= 1
     assert cpu_share.own_running_threads() >= 1
+
+
+def test_a_child_process_that_ended_counts_as_this_process_own_time() -> None:
+    """The C compiler that polytri runs is its own work: once it has ended, its CPU time is not another
+    process's (which made the kernels called right after a compile run on one thread)."""
+    before = cpu_share.own_cpu_seconds()
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"],
+                   check=True)
+    assert cpu_share.own_cpu_seconds() - before >= 0.25
 
 
 @pytest.mark.parametrize("work, trips, threads, want", [
