@@ -9,11 +9,15 @@ waiting policy).  So, unless the caller fixed the thread count (the ``threads`` 
 processes kept busy lately, rounded:
 
 * over the last window of at least :data:`WINDOW` seconds: CPU time of the whole machine (``/proc/stat``)
-  minus this process's own (``getrusage``: its own threads, OpenMP's spinning workers included, and its
-  children that ended, such as the C compiler, never count as others), divided by the window;
-* when the last sample is older than :data:`STALE` seconds (or on the first call), from the number of
-  runnable tasks at this instant (``procs_running``) less this process's own running threads (the caller,
-  and OpenMP workers still spinning after an earlier call).
+  minus this process's own (``getrusage``: its own threads, OpenMP's spinning workers included, never
+  count as others), divided by the window;
+* when the last sample is older than :data:`STALE` seconds (or on the first call), or when a child of this
+  process ended during the window (the C compiler polytri ran: its CPU time is known only as a total at
+  its end, so the window cannot tell it from another process's), from the number of runnable tasks at
+  this instant (``procs_running``) less this process's own running threads (the caller, and OpenMP
+  workers still spinning after an earlier call).  Counted as another process's, a compile made the
+  kernels called within a second after it run on one thread (`polytri bench`, syrk at PolyBench's MEDIUM
+  size on two idle cores: 1.45-1.6 ms against 0.73 ms).
 
 Reading ``/proc/stat`` costs some microseconds, so a decision is reused for :data:`WINDOW` seconds.  Where
 ``/proc/stat`` cannot be read (not Linux), the answer is 0: OpenMP's own default.
@@ -84,15 +88,15 @@ def own_running_threads() -> int:
 
 
 def own_cpu_seconds() -> float:
-    """CPU time of this process, all its threads, so far, and of its children that have ended (the C
-    compiler it ran for its kernels: in the window after a compile, counted as another process's, it made
-    the next kernels run on one thread; `polytri bench` timed syrk at PolyBench's MEDIUM size at 1.45-1.6 ms
-    with its default, against 0.84 ms with ``OMP_NUM_THREADS=2``, on two cores, nothing else running)."""
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        r = resource.getrusage(who)
-        total += r.ru_utime + r.ru_stime
-    return total
+    """CPU time of this process, all its threads, so far."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def children_cpu_seconds() -> float:
+    """CPU time of this process's children that have ended (the C compiler it ran for its kernels)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def usable_cores() -> int:
@@ -108,12 +112,13 @@ class CpuShare:
 
     def __init__(self, read: Callable[[], StatSample | None] = read_proc_stat,
                  own: Callable[[], float] = own_cpu_seconds, clock: Callable[[], float] = time.monotonic,
-                 cores: Callable[[], int] = usable_cores, own_running: Callable[[], int] = own_running_threads):
+                 cores: Callable[[], int] = usable_cores, own_running: Callable[[], int] = own_running_threads,
+                 children: Callable[[], float] = children_cpu_seconds):
         self._read, self._own, self._clock, self._cores = read, own, clock, cores
-        self._own_running = own_running
+        self._own_running, self._children = own_running, children
         self._lock = threading.Lock()
-        self._last: tuple[float, float, StatSample] | None = None
-        """(wall clock, own CPU seconds, machine sample) of the last reading."""
+        self._last: tuple[float, float, StatSample, float] | None = None
+        """(wall clock, own CPU seconds, machine sample, ended children's CPU seconds) of the last reading."""
         self._threads = 0
 
     def threads(self) -> int:
@@ -125,19 +130,19 @@ class CpuShare:
             sample = self._read()
             if sample is None:
                 return 0
-            own = self._own()
+            own, children = self._own(), self._children()
             cores = self._cores()
-            if self._last is None or now - self._last[0] > STALE:
+            if self._last is None or now - self._last[0] > STALE or children != self._last[3]:
                 busy = max(sample.running - self._own_running(), 0)
             else:
-                wall0, own0, sample0 = self._last
+                wall0, own0, sample0, _ = self._last
                 others = (sample.busy - sample0.busy) - (own - own0)
                 busy = round(max(others, 0.0) / (now - wall0))
             threads = max(1, cores - busy)
             if threads != self._threads:
                 log.debug("CPU kernels use %d of %d cores: %d busy with other processes", threads, cores,
                           cores - threads)
-            self._last, self._threads = (now, own, sample), threads
+            self._last, self._threads = (now, own, sample, children), threads
             return threads
 
 
@@ -154,4 +159,4 @@ def threads_now(fixed: int | None) -> int:
     return _SHARE.threads()
 
 
-__all__ = ["CpuShare", "StatSample", "threads_now"]
+__all__ = ["CpuShare", "StatSample", "children_cpu_seconds", "threads_now"]
