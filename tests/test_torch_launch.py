@@ -10,7 +10,7 @@ import torch
 import torch.fx as fx
 
 import polytri as pt
-from polytri.frontend.torch_graph_launch import GraphLaunch
+from polytri.frontend.torch_graph_launch import CALL, GraphLaunch, graph_launch
 from polytri.frontend.torch_launch import launch_for
 from polytri.frontend.torch_runtime import CompiledGraph, _KernelStep
 from polytri.suite.models import build
@@ -134,3 +134,33 @@ def test_the_graph_launch_runs_nothing_for_an_input_that_is_not_contiguous_or_a_
         assert whole(env) is False
     assert driven == []
     assert whole(env) is True and len(driven) == 1
+
+
+def test_a_run_is_made_only_from_steps_that_recorded_the_call_at_hand(monkeypatch) -> None:
+    """Each step records the call in which it last ran on its own intermediates with the addresses of the
+    arrays it made then: a run is made from the records of the call at hand only (those of another call,
+    a concurrent one, name other arrays, which a reused address could make look right).  A step held by
+    another call records nothing, so that call makes no run; the next one does."""
+    _, g, x, graph, whole = _resnet_graph()
+    seen: list[tuple[dict, dict]] = []
+    make = CompiledGraph._make_plan
+    monkeypatch.setattr(CompiledGraph, "_make_plan",
+                        lambda self, key, env, params: (seen.append((env, params)), make(self, key, env, params))[1])
+    graph._plans.clear()
+    with torch.no_grad():
+        g(x)
+    [(env, params)] = seen
+    steps = whole.steps
+    keys = [tuple(params[p] for p in s.params) for s in steps]
+    assert graph_launch(steps, keys, env) is not None
+    assert graph_launch(steps, keys, {**env, CALL: object()}) is None  # the same values, another call
+    graph._plans.clear()
+    with torch.no_grad():
+        with steps[1]._lock:
+            g(x)
+        [plan] = graph._plans.values()
+        assert not any(isinstance(u, GraphLaunch) for u in plan)
+        graph._plans.clear()
+        g(x)
+    [plan] = graph._plans.values()
+    assert any(isinstance(u, GraphLaunch) for u in plan)

@@ -34,6 +34,11 @@ from ..cpu_codegen.graph_driver import driver
 from ..runtime.cpu_share import threads_now
 from .torch_launch import Launch, NewArray
 
+CALL: Any = object()
+"""The key of a graph call's values under which the call puts an object of its own: a step records it with
+the addresses of the arrays it made (``_KernelStep._last_made``), and a run is made only from steps whose
+records are of the call at hand (not of a concurrent one)."""
+
 
 @dataclass
 class _Tables:
@@ -156,7 +161,7 @@ class _Slots:
         for a in launch.new:
             row[a.position] = s = self.slot((j, a.name))
             self.new.append((s, j, a))
-            self.made_at[step._last_made[a.name]] = s
+            self.made_at[step._last_made[1][a.name]] = s
         for position, address in enumerate(launch.addresses):
             if row[position] < 0:  # an intermediate, at the address the step's launch holds
                 row[position] = s = self.slot((j, position))
@@ -164,12 +169,14 @@ class _Slots:
         return row
 
 
-def _launch_of(step: Any, key: tuple[int, ...]) -> Launch | None:
-    """The launch ``step`` ran for parameter values ``key``, where its kernel has a slot entry."""
+def _launch_of(step: Any, key: tuple[int, ...], call: object) -> Launch | None:
+    """The launch ``step`` has for parameter values ``key``, where its kernel has a slot entry and the step
+    ran on its own intermediates in ``call``."""
     launches = getattr(step, "_launches", None)
     launch = launches.get(key) if launches is not None else None
     kernel: Any = getattr(step, "kernel", None)
-    if launch is None or getattr(step, "_last_made", None) is None or not hasattr(kernel, "slots_entry"):
+    made = getattr(step, "_last_made", None)
+    if launch is None or made is None or made[0] is not call or not hasattr(kernel, "slots_entry"):
         return None
     return launch if kernel.slots_entry() is not None else None
 
@@ -177,7 +184,7 @@ def _launch_of(step: Any, key: tuple[int, ...]) -> Launch | None:
 def graph_launch(steps: Sequence[Any], keys: Sequence[tuple[int, ...]], env: dict[fx.Node, Any]) -> GraphLaunch | None:
     """The launch of ``steps`` (consecutive steps of a graph, just run on ``env`` with parameter values
     ``keys``, one per step), or ``None`` where one of them cannot take part (see the module's text)."""
-    launches = [_launch_of(step, key) for step, key in zip(steps, keys)]
+    launches = [_launch_of(step, key, env.get(CALL)) for step, key in zip(steps, keys)]
     if not steps or any(la is None for la in launches):
         return None
     produced = {node for step in steps for node in [*(o[1] for o in step.outputs), *(v[0] for v in step.views)]}
@@ -194,4 +201,4 @@ def graph_launch(steps: Sequence[Any], keys: Sequence[tuple[int, ...]], env: dic
                        rows, len(table.at), kernel.options["cc"], kernel.options.get("threads"))
 
 
-__all__ = ["GraphLaunch", "graph_launch"]
+__all__ = ["CALL", "GraphLaunch", "graph_launch"]

@@ -21,7 +21,7 @@ from ..ir.builder import ProgramBuilder
 from ..pipeline.decisions import Decision
 from ..runtime.index_check import IndexCheck
 from .torch_cache import compile_cached
-from .torch_graph_launch import GraphLaunch, graph_launch
+from .torch_graph_launch import CALL, GraphLaunch, graph_launch
 from .torch_launch import Launch, launch_for
 from .torch_lower import Segment
 from .torch_options import TorchOptions
@@ -108,8 +108,9 @@ class _KernelStep:
         self._launches: dict[tuple[int, ...], Launch] = {}
         """The step's launches by parameter values (:mod:`.torch_launch`), made after a checked call."""
         self._launchable = self._unchecked is not None and not self._indirect and not self._writes_an_input()
-        self._last_made: dict[str, int] | None = None
-        """The addresses of the arrays the step's last call made, by name (:mod:`.torch_graph_launch`)."""
+        self._last_made: tuple[object, dict[str, int]] | None = None
+        """The call (:data:`.torch_graph_launch.CALL`'s value in its values) in which the step last ran on its
+        own intermediates, and the addresses of the arrays it made then, by name (:mod:`.torch_graph_launch`)."""
 
     def _writes_an_input(self) -> bool:
         """Whether the kernel writes one of the arrays it reads from outside (then it gets no launch)."""
@@ -193,7 +194,7 @@ class _KernelStep:
             if own and self._launchable and _as_given(env, self.input_nodes, ptrs):
                 self._make_launch(key, kwargs, made, device)
         if own:
-            self._last_made = {name: t.data_ptr() for name, t in made.items()}
+            self._last_made = (env.get(CALL), {name: t.data_ptr() for name, t in made.items()})
         self._bind(made, env)
 
     def _make_launch(self, key: tuple[int, ...], kwargs: dict[str, Any], made: dict[str, torch.Tensor],
@@ -371,8 +372,9 @@ class CompiledGraph:
             return self.gm.forward(*args)
 
     def _run(self, args: Sequence[Any]) -> Any:
-        env: dict[fx.Node, Any] = dict(zip(self.placeholders, args))
+        env: dict[Any, Any] = dict(zip(self.placeholders, args))
         env.update(self.attrs)
+        env[CALL] = object()  # this call, as the steps' records of their arrays name it
         params: dict[str, int] = {}
         for name, (node, dim) in self.plan.params.items():
             v = env[node]
