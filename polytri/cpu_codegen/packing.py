@@ -385,8 +385,8 @@ class _NestPrinter:
                  f"  const {t} *pt__apk = pt__aw ? pt__aw + ((pt__ic - pt__lo) / {b.mr} * {self.grouped('pt__kn')} + "
                  f"pt__pc) * {b.mr} : pt__ap;",
                  "  if (!pt__aw) {")
-        runs = self.left_runs(8)
-        self.left_loops(8 + runs, "pt__kk", self.grouped("pt__kc"), "pt__pc + pt__kk", lambda depth, at: self.scoped(
+        runs = self.left_runs(8)  # the element loop then goes in its else branch, one level deeper
+        self.left_loops(9 if runs else 8, "pt__kk", self.grouped("pt__kc"), "pt__pc + pt__kk", lambda depth, at: self.scoped(
             depth, {**self.zenv, **self.kenv, c.a: "pt__ic + pt__r"}, (c.left,),
             [f"pt__ap[{at}] = {self.in_sum('pt__kk', 'pt__kc')}pt__r < pt__mr ? "
              f"{self.panel_value(c.left)} : 0;"]))
