@@ -290,10 +290,11 @@ def test_16bit_results_stored_with_one_conversion_keep_special_values(tdt: torch
     dt = str(tdt).removeprefix("torch.")
     p = _unary_program(f"sp_{dt}", dt, "C[i] = A[i] * B[i]")
     info = torch.finfo(tdt)
-    a = torch.tensor([info.max, 0.0, float("inf"), float("nan"), 1 + info.eps, info.tiny, -info.max, 3.0],
-                     dtype=tdt)
-    b = torch.tensor([2.0, float("inf"), -1.0, 1.0, 1 + info.eps, 0.25, 2.0, 1 / 3], dtype=tdt)
-    got = assert_agree(p, {"A": a, "B": b, "C": torch.zeros(8, dtype=tdt)}, exact=True)
+    # (1 + eps) * 1.5 = 1.5 + 1.5 eps lies halfway between two values of the type: it rounds to even
+    a = torch.tensor([info.max, 0.0, float("inf"), float("nan"), 1 + info.eps, 1 + info.eps, info.tiny,
+                      -info.max, 3.0], dtype=tdt)
+    b = torch.tensor([2.0, float("inf"), -1.0, 1.0, 1 + info.eps, 1.5, 0.25, 2.0, 1 / 3], dtype=tdt)
+    got = assert_agree(p, {"A": a, "B": b, "C": torch.zeros(9, dtype=tdt)}, exact=True)
     torch.testing.assert_close(got["C"], a * b, equal_nan=True, rtol=0, atol=0)
 
 
