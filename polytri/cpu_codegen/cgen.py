@@ -436,8 +436,8 @@ def _versions(pr: _Printer, ast: If) -> None:
     one function with floyd-warshall's tiled version, its untiled loops ran 1.2x slower than the same
     loops compiled alone (95.7 against 78.9 ms at N = 500, one thread, load 0.5).  The functions are
     ``noinline``: gcc inlines a static function called once, and the two versions inlined into one function
-    ran nussinov's tiled loops 2.7x slower than alone (38.7 against 14.3 ms at N = 500, AMD EPYC, one
-    thread; floyd-warshall 75 against 56 ms)."""
+    ran nussinov's tiled loops 2.7x slower than alone (38.5 against 14.0 ms at N = 500, AMD EPYC, one
+    thread; floyd-warshall 74.3 against 55.1 ms)."""
     assert ast.orelse is not None
     args = _arguments(pr.p) + ["pt__num_threads", MIN_WORK]
     calls = []

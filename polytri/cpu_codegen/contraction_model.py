@@ -101,7 +101,8 @@ def left_units(c: Contraction) -> tuple[int, bool] | None:
     ``L`` is one array element whose last subscript is ``k`` plus terms without ``k`` (no other subscript
     has ``k``), each row's units are consecutive in memory: the panel interleaves ``MR`` runs.  The element
     loop stored a 16-bit value at a time with its slot computed (a bfloat16 linear layer 768 -> 192 on 197
-    rows spent three quarters of its time out of the micro-kernel packing ``L``, profiled, one thread);
+    rows: three quarters of the samples of its function outside the micro-kernel were that packing, perf,
+    one thread);
     the runs are read a unit at a time and interleaved in vector registers by gcc."""
     e = c.left if c.dot is None else stored(c.left)
     if len(c.k) != 1 or not isinstance(e, Access) or not e.index:

@@ -108,10 +108,10 @@ class GraphLaunch:
 
 @contextlib.contextmanager
 def _all_held(locks: Sequence[Any]) -> Iterator[bool]:
-    """Hold every lock of ``locks`` (distinct ones once), or none: yields whether they are held."""
+    """Hold every lock of ``locks``, or none: yields whether they are held."""
     taken: list[Any] = []
     try:
-        for lock in {id(x): x for x in locks}.values():
+        for lock in locks:
             if not lock.acquire(blocking=False):
                 yield False
                 return
@@ -173,13 +173,11 @@ class _Slots:
 def _launch_of(step: Any, key: tuple[int, ...], call: object) -> Launch | None:
     """The launch ``step`` has for parameter values ``key``, where its kernel has a slot entry and the step
     ran on its own intermediates in ``call``."""
-    launches = getattr(step, "_launches", None)
-    launch = launches.get(key) if launches is not None else None
-    kernel: Any = getattr(step, "kernel", None)
-    made = getattr(step, "_last_made", None)
-    if launch is None or made is None or made[0] is not call or not hasattr(kernel, "slots_entry"):
+    launch = step._launches.get(key)
+    made = step._last_made
+    if launch is None or made is None or made[0] is not call:
         return None
-    return launch if kernel.slots_entry() is not None else None
+    return launch if step.kernel.slots_entry() is not None else None
 
 
 def graph_launch(steps: Sequence[Any], keys: Sequence[tuple[int, ...]], env: dict[fx.Node, Any]) -> GraphLaunch | None:

@@ -112,6 +112,10 @@ class _KernelStep:
         """The call (:data:`.torch_graph_launch.CALL`'s value in its values) in which the step last ran on its
         own intermediates, and the addresses of the arrays it made then, by name (:mod:`.torch_graph_launch`)."""
 
+    def key(self, params: dict[str, int]) -> tuple[int, ...]:
+        """The values of the step's own parameters among the graph's ``params``: its launches' key."""
+        return tuple(params[p] for p in self.params)
+
     def _writes_an_input(self) -> bool:
         """Whether the kernel writes one of the arrays it reads from outside (then it gets no launch)."""
         assert self.kernel is not None
@@ -177,7 +181,7 @@ class _KernelStep:
         """Run the step's launch for these parameter values if it has one (the step's own ``temps`` only),
         else build the kernel's arguments (parameters, inputs, outputs, intermediates from ``temps``), call
         it, and make the launch; bind its results (and the views torch makes of them) in ``env``."""
-        key = tuple(params[p] for p in self.params)
+        key = self.key(params)
         own = temps is self._temps
         launch = self._launches.get(key) if own else None
         made = launch(env) if launch is not None else None
@@ -405,12 +409,12 @@ class CompiledGraph:
         run: list[_KernelStep] = []
 
         def close() -> None:
-            whole = graph_launch(run, [tuple(params[p] for p in s.params) for s in run], env) if len(run) > 1 else None
+            whole = graph_launch(run, [s.key(params) for s in run], env) if len(run) > 1 else None
             units.extend([whole] if whole is not None else run)
             run.clear()
         for step in self.steps:
             if isinstance(step, _KernelStep) and step._launchable and self.target == "cpu":
-                if tuple(params[p] for p in step.params) not in step._launches:
+                if step.key(params) not in step._launches:
                     return
                 run.append(step)
                 continue

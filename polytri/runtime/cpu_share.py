@@ -17,7 +17,7 @@ processes kept busy lately, rounded:
   this instant (``procs_running``) less this process's own running threads (the caller, and OpenMP
   workers still spinning after an earlier call).  Counted as another process's, a compile made the
   kernels called within a second after it run on one thread (`polytri bench`, syrk at PolyBench's MEDIUM
-  size on two idle cores: 1.45-1.6 ms against 0.73 ms).
+  size on two idle cores: 1.45-1.6 ms against 0.75 ms).
 
 Reading ``/proc/stat`` costs some microseconds, so a decision is reused for :data:`WINDOW` seconds.  Where
 ``/proc/stat`` cannot be read (not Linux), the answer is 0: OpenMP's own default.
