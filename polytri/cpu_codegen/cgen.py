@@ -18,7 +18,8 @@ from ..ir.expr import Access, Binary, Expr, Var, accesses, var_names
 from ..ir.indirect import is_indirect_subscript
 from ..ir.program import Program, Statement
 from ..ir.types import program_typer
-from ..schedule.loop_ast import Block, For, If, Node, Run, run_counts, walk
+from ..schedule.loop_ast import Block, For, If, Node, Run, loop_upper, outermost_loops, run_counts, walk
+from ..schedule.tiling import cache_sizes
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
 from .contraction import find_contraction, find_domain_contraction
 from .contraction_fusion import epilogue_iterators, zero_init_fuses
@@ -26,10 +27,11 @@ from .contraction_model import Contraction, few_columns, left_units, transpose_l
 from .dot_product import dot_blocking, dot_product
 from .microkernel import micro_kernel
 from .packing import contraction_lines
-from .parallel_plan import MIN_WORK, RegionChoice, Split, choose_region
+from .parallel_plan import MIN_WORK, RegionChoice, Split, choose_region, work_text
 from .prelude import prelude
 from .private import local_name, private_arrays
 from .row_pack import rows_kernel
+from .streaming import StreamedStore, chunk_start, stream_buffer, stream_helpers, streamed_stores, without
 from .transpose import swapped_pairs_kernel, transpose_kernel
 
 
@@ -133,11 +135,28 @@ class _Printer:
         """The choice made for each parallel loop that could open a region, in order."""
         self._found: dict[int, tuple[For, Contraction | None]] = {}
         """:meth:`find_contraction`'s answers by loop (the loop is kept so that its id stays its own)."""
+        self.streams: dict[int, tuple[StreamedStore, ...]] = {}
+        """The stores that may stream (:mod:`.streaming`), by the ``id`` of their innermost loop."""
+        self.streamed: list[StreamedStore] = []
+        """The stores printed in streamed form, in order."""
+        self.stream_to: dict[str, str] = {}
+        """The chunk buffer's element each streamed statement of the loop being printed stores to."""
 
     def subscript(self, e: Expr) -> str:
         """A subscript in int64_t: an affine one as an index expression, an indirect one (its values were
         checked when the kernel was called) as a typed expression converted to int64_t."""
         return self.exprs.conv(e, INT64).text if is_indirect_subscript(e) else index_expr(e).text
+
+    def share(self, inner: _Printer) -> None:
+        """Give a printer of another function of this kernel what this one knows of the whole AST."""
+        inner.runs = self.runs
+        inner.streams = self.streams
+
+    def take(self, inner: _Printer) -> None:
+        """Collect what a printer of another function of this kernel chose."""
+        self.contractions += inner.contractions
+        self.localized |= inner.localized
+        self.streamed += inner.streamed
 
     def array_ref(self, acc: Access) -> C:
         p = self.private.get(acc.array)
@@ -256,9 +275,13 @@ class _Printer:
         if omp_for:
             self.parallel_loop(n, depth, local, self.region_choice(n))
             return
+        stores = tuple(s for s in self.streams.get(id(n), ()) if s.array not in self.private)
+        if stores and canonical and not local and self.opts.simd:
+            self.streamed_loop(n, depth, in_parallel, stores)
+            return
         if self.opts.simd and n.lanes and canonical:
             self.emit(depth, "#pragma omp simd")
-        self.plain_loop(n, depth, in_parallel, local)
+        self.plain_loop(n, depth, in_parallel, local, fence=not self.counters)
 
     def local_buffers(self, n: For) -> dict[str, int]:
         """The temporaries that can live in buffers local to one iteration of ``n`` (see :mod:`.private`),
@@ -299,8 +322,12 @@ class _Printer:
                                       epilogue=epilogue if c.epilogue is not None else None):
             self.emit(depth, line)
 
-    def plain_loop(self, n: For, depth: int, in_parallel: bool, local: dict[str, int] | None = None) -> None:
-        """The ``for`` statement itself, without pragmas; ``local`` arrays get a buffer in its body."""
+    def plain_loop(self, n: For, depth: int, in_parallel: bool, local: dict[str, int] | None = None,
+                   fence: bool = False) -> None:
+        """The ``for`` statement itself, without pragmas; ``local`` arrays get a buffer in its body.  With
+        ``fence``, an iteration that ran streamed stores (:mod:`.streaming`) ends with
+        ``pt__stream_fence()``: the loops whose iterations a thread runs before a barrier (a
+        work-shared loop) or before the function returns (an outermost loop)."""
         init, cond = index_expr(n.lower).text, index_expr(n.cond).text
         var = cname(n.var)
         self.emit(depth, f"for (int64_t {var} = {init}; {cond}; {var} += {n.step}) {{")
@@ -314,10 +341,50 @@ class _Printer:
             self.private = outer | local
             self.localized |= set(local)
         self.counters.append(n.var)
+        streamed = len(self.streamed)
         self.node(n.body, depth + 1, in_parallel)
+        if fence and len(self.streamed) > streamed:
+            self.emit(depth + 1, "pt__stream_fence();")
         self.counters.pop()
         self.private = outer
         self.emit(depth, "}")
+
+    def streamed_loop(self, n: For, depth: int, in_parallel: bool, stores: tuple[StreamedStore, ...]) -> None:
+        """An innermost loop whose ``stores`` stream (:mod:`.streaming`): where its nest writes enough, its
+        other statements in a loop of their own, then the streamed ones in chunks computed into local
+        buffers that ``pt__stream`` copies out; else the plain loop."""
+        upper = loop_upper(n)
+        assert upper is not None  # streamed_stores() checked
+        end, chunk, var = index_expr(upper).text, min(s.chunk for s in stores), cname(n.var)
+        names = {s.statement for s in stores}
+        rest = without(n.body, names)
+        streamed = without(n.body, {r.statement for r in walk(n.body) if isinstance(r, Run)} - names)
+        assert streamed is not None
+        written = " + ".join(work_text(s.written) for s in stores)
+        self.emit(depth, f"if (pt__stream_pays({written})) {{")
+        if rest is not None:
+            self.emit(depth + 1, "#pragma omp simd")
+            self.plain_loop(replace(n, body=rest), depth + 1, in_parallel)
+        self.emit(depth + 1, f"for (int64_t pt__s = {index_expr(n.lower).text}; pt__s < {end}; pt__s += {chunk}) {{")
+        self.emit(depth + 2, f"const int64_t pt__e = pt__min_int64_t(pt__s + {chunk}, {end});")
+        for s in stores:
+            c_type = dtypes.dtype(self.p.array(s.array).dtype).c_type
+            self.emit(depth + 2, f"{c_type} {stream_buffer(s)}[{chunk}] __attribute__((aligned(64)));")
+        self.emit(depth + 2, "#pragma omp simd")
+        self.stream_to = {s.statement: f"{stream_buffer(s)}[{var} - pt__s]" for s in stores}
+        self.plain_loop(replace(n, body=streamed, lower=Var("pt__s", "iter"),
+                                cond=Binary("<", Var(n.var, "iter"), Var("pt__e", "iter"))), depth + 2, in_parallel)
+        self.stream_to = {}
+        for s in stores:
+            copy = (f"pt__stream(&{self.array_ref(chunk_start(s.target, n.var, 'pt__s')).text}, {stream_buffer(s)}, "
+                    f"(pt__e - pt__s) * {s.itemsize});")
+            self.emit(depth + 2, copy if s.guard is None else f"if ({index_expr(s.guard).text}) {copy}")
+        self.emit(depth + 1, "}")
+        self.emit(depth, "} else {")
+        self.emit(depth + 1, "#pragma omp simd")
+        self.plain_loop(n, depth + 1, in_parallel)
+        self.emit(depth, "}")
+        self.streamed += stores
 
     def region_choice(self, n: For, split: Split | None = None) -> RegionChoice:
         """Whether the parallel loop ``n`` opens a region (see :mod:`.parallel_plan`), its iterations
@@ -334,12 +401,12 @@ class _Printer:
 
         def body(inner: _Printer) -> None:
             inner.emit(1, f"#pragma omp for{simd} {choice.pragma_schedule}")
-            inner.plain_loop(n, 1, in_parallel=True, local=local)
+            inner.plain_loop(n, 1, in_parallel=True, local=local, fence=True)
 
         def serial(d: int) -> None:
             if simd:
                 self.emit(d, "#pragma omp simd")
-            self.plain_loop(n, d, in_parallel=True, local=local)
+            self.plain_loop(n, d, in_parallel=True, local=local, fence=True)
         self.outline(depth, body, choice, serial)
 
     def outline(self, depth: int, body, choice: RegionChoice, serial=None) -> None:
@@ -355,14 +422,13 @@ class _Printer:
         name = f"{self.function}_par{len(self.outlined)}"
         inner = _Printer(self.p, self.opts, name)
         inner.counters = list(self.counters)
-        inner.runs = self.runs
+        self.share(inner)
         for line in _array_views(self.p):
             inner.emit(1, line)
         for line in _unused(self.p, self.counters):
             inner.emit(1, line)
         body(inner)
-        self.contractions += inner.contractions
-        self.localized |= inner.localized
+        self.take(inner)
         params = _signature(self.p)[:-2] + [f"int64_t {cname(c)}" for c in self.counters]
         text = "\n".join(inner.lines)
         self.outlined.append(f"static void {name}({', '.join(params)}) {{\n{text}\n}}\n")
@@ -388,7 +454,8 @@ class _Printer:
 
     def statement_lines(self, st: Statement, args: tuple[Expr, ...]) -> list[str]:
         """One instance of ``st``, its iterators given by ``args``, as a C block."""
-        used = var_names(st.target, "iter") | var_names(st.value, "iter")
+        redirected = self.stream_to.get(st.name)  # a streamed store: to the chunk's buffer, by loop counter
+        used = var_names(st.value, "iter") | (set() if redirected else var_names(st.target, "iter"))
         binds = [f"const int64_t {cname(it)} = {index_expr(a).text};" for it, a in zip(st.iterators, args)
                  if it in used]
         target = dtypes.dtype(self.p.array(st.target.array).dtype)
@@ -399,7 +466,7 @@ class _Printer:
             value = call("pt__f32_to_bf16", value)
         elif target is dtypes.FLOAT16:
             value = C(f"(_Float16){value.at(15)}", 15)
-        ref = self.array_ref(st.target).text
+        ref = redirected or self.array_ref(st.target).text
         return [f"{{ {comment(f'{st.name}: {st.text()}')}", *("  " + b for b in binds),
                 f"  {ref} = {value.text};", "}"]
 
@@ -416,6 +483,8 @@ class GeneratedC:
     """The arrays held in local buffers only."""
     regions: tuple[RegionChoice, ...]
     """The choice for each parallel loop that could open an OpenMP region."""
+    streams: tuple[StreamedStore, ...] = ()
+    """The stores printed in streamed form (:mod:`.streaming`)."""
 
 
 def _prologue(pr: _Printer) -> None:
@@ -443,14 +512,13 @@ def _versions(pr: _Printer, ast: If) -> None:
     calls = []
     for k, branch in enumerate((ast.then, ast.orelse)):
         version = _Printer(pr.p, pr.opts, f"{pr.function}_v{k}")
-        version.runs = pr.runs
+        pr.share(version)
         _prologue(version)
         version.node(branch, 1, False)
         pr.outlined += version.outlined
         pr.outlined.append(f"__attribute__((noinline)) static void {version.function}({', '.join(_signature(pr.p))}) {{\n"
                            + "\n".join(version.lines) + "\n}\n")
-        pr.contractions += version.contractions
-        pr.localized |= version.localized
+        pr.take(version)
         pr.regions += version.regions
         calls.append(f"{version.function}({', '.join(args)});")
     pr.emit(1, f"if ({index_expr(ast.cond).text}) {{")
@@ -465,6 +533,8 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     choices made on the way."""
     pr = _Printer(program, options, function)
     pr.runs = run_counts(ast)
+    if options.simd:
+        pr.streams = {k: v for root in outermost_loops(ast) for k, v in streamed_stores(root, program).items()}
     if isinstance(ast, If) and ast.orelse is not None:
         _versions(pr, ast)
     else:
@@ -484,13 +554,15 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     kernels += "".join(swapped_pairs_kernel(lanes) for lanes in swapped)
     rows = {(dot_blocking(c.dtype, c.dot).mr, *units) for c in pr.contractions if (units := left_units(c)) is not None}
     kernels += "".join(rows_kernel(mr, unit, swap) for mr, unit, swap in sorted(rows))
+    if pr.streamed:
+        kernels += stream_helpers(cache_sizes()[3])
     outlined = "\n".join(pr.outlined)
     unique: list[Contraction] = []  # a nest inside a parallel loop is printed twice: outlined, and inline
     for c in pr.contractions:
         if c not in unique:
             unique.append(c)
     return GeneratedC(f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n{_slots_entry(program, function)}",
-                      tuple(unique), frozenset(pr.localized), tuple(pr.regions))
+                      tuple(unique), frozenset(pr.localized), tuple(pr.regions), tuple(dict.fromkeys(pr.streamed)))
 
 
 def _slots_entry(program: Program, function: str) -> str:

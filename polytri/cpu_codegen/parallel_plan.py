@@ -98,7 +98,7 @@ class RegionChoice:
 
     def work_text(self) -> str:
         """C text of the work bound (in ``double``)."""
-        return _work_text(self.work)
+        return work_text(self.work)
 
     def decision(self, min_work: float) -> Decision:
         """The record of this choice, the region's threshold being ``min_work`` operations."""
@@ -126,7 +126,7 @@ class RegionChoice:
                         {"min_work": min_work, "work": value, "statements": self.statements, "split": self.split})
 
 
-def _work_text(work: Work) -> str:
+def work_text(work: Work) -> str:
     """C text of a work bound (in ``double``)."""
     assert work.terms is not None
     terms = []
@@ -137,7 +137,7 @@ def _work_text(work: Work) -> str:
 
 
 def _too_long(work: Work) -> bool:
-    return work.terms is not None and len(_work_text(work)) > MAX_BOUND_CHARS
+    return work.terms is not None and len(work_text(work)) > MAX_BOUND_CHARS
 
 
 def choose_region(loop: For, program: Program, tested: bool = True) -> RegionChoice:
@@ -165,4 +165,4 @@ def _uneven(loop: For, weights: dict[str, int]) -> bool:
         for t in body.terms for trip in t.trips)
 
 
-__all__ = ["MIN_WORK", "RegionChoice", "Split", "choose_region", "weight"]
+__all__ = ["MIN_WORK", "RegionChoice", "Split", "choose_region", "weight", "work_text"]

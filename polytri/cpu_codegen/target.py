@@ -68,7 +68,8 @@ class CpuTarget(Target):
             if min_work is None:
                 min_work = fork_cost(opts["cc"]).min_work
         made: list[Decision | str] = [*decisions, *(describe(c) for c in contractions),
-                                      *(r.decision(min_work) for r in out.regions)]
+                                      *(r.decision(min_work) for r in out.regions),
+                                      *(s.decision() for s in out.streams)]
         flags = (default_flags(opts["cc"]) + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ())
                  + (vector_math_flags(opts["cc"]) if opts["simd"] else ()) + opts["cflags"])
         dump(source)  # before the build, which may fail

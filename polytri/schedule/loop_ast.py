@@ -283,6 +283,17 @@ def walk(n: Node):
             yield from walk(n.orelse)
 
 
+def outermost_loops(n: Node) -> list[For]:
+    """The loops of the AST ``n`` that no loop encloses, in order."""
+    if isinstance(n, For):
+        return [n]
+    if isinstance(n, Block):
+        return [lp for c in n.body for lp in outermost_loops(c)]
+    if isinstance(n, If):
+        return outermost_loops(n.then) + (outermost_loops(n.orelse) if n.orelse is not None else [])
+    return []
+
+
 def guarded_in_innermost(n: Node) -> set[str]:
     """The statements that some innermost loop of the AST ``n`` runs behind a guard on that loop's own
     counter (``if (c2 == c1)`` inside ``for c2``): a guard on the counter turns the loop's body into a
