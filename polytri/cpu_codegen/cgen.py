@@ -21,11 +21,11 @@ from ..ir.types import program_typer
 from ..schedule.loop_ast import Block, For, If, Node, Run, loop_upper, outermost_loops, run_counts, walk
 from ..schedule.tiling import cache_sizes
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
-from .contraction import find_contraction, find_domain_contraction
-from .contraction_fusion import epilogue_iterators, zero_init_fuses
-from .contraction_model import Contraction, few_columns, left_units, transpose_lanes
-from .dot_product import dot_blocking, dot_product
+from .contraction import find_contraction
+from .contraction_model import Contraction, left_units, transpose_lanes
+from .dot_product import dot_blocking
 from .microkernel import micro_kernel
+from .nest_plan import NestPlan, flat, plan_nests
 from .packing import contraction_lines
 from .parallel_plan import MIN_WORK, RegionChoice, Split, choose_region, work_text
 from .prelude import prelude
@@ -103,14 +103,6 @@ def _array_views(program: Program) -> list[str]:
     return lines
 
 
-def _flat(body: tuple[Node, ...] | list[Node]) -> list[Node]:
-    """The nodes of a block's body with nested blocks replaced by their own nodes, in order."""
-    out: list[Node] = []
-    for n in body:
-        out += _flat(n.body) if isinstance(n, Block) else [n]
-    return out
-
-
 class _Printer:
     def __init__(self, program: Program, options: CodegenOptions, function: str):
         self.p = program
@@ -133,8 +125,8 @@ class _Printer:
         """How many times each statement appears in the whole loop AST."""
         self.regions: list[RegionChoice] = []
         """The choice made for each parallel loop that could open a region, in order."""
-        self._found: dict[int, tuple[For, Contraction | None]] = {}
-        """:meth:`find_contraction`'s answers by loop (the loop is kept so that its id stays its own)."""
+        self.plan = NestPlan()
+        """The contraction nests (:mod:`.nest_plan`)."""
         self.streams: dict[int, tuple[StreamedStore, ...]] = {}
         """The stores that may stream (:mod:`.streaming`), by the ``id`` of their innermost loop."""
         self.streamed: list[StreamedStore] = []
@@ -150,6 +142,7 @@ class _Printer:
     def share(self, inner: _Printer) -> None:
         """Give a printer of another function of this kernel what this one knows of the whole AST."""
         inner.runs = self.runs
+        inner.plan = self.plan
         inner.streams = self.streams
 
     def take(self, inner: _Printer) -> None:
@@ -170,19 +163,9 @@ class _Printer:
 
     def node(self, n: Node, depth: int, in_parallel: bool) -> None:
         if isinstance(n, Block):
-            k = 0
-            body = _flat(n.body)  # nested blocks are one sequence: a nest's epilogue may be in the next one
-            while k < len(body):
-                init = k + 1 < len(body) and self.folds_init(body[k], body[k + 1])
-                at = k + 1 if init else k
-                epilogue = self.folds_epilogue(body[at], body[at + 1]) if at + 1 < len(body) else None
-                nest = body[at]
-                if (init or epilogue is not None) and isinstance(nest, For):  # always a For: beside() pairs loops
-                    self.loop(nest, depth, in_parallel, zero_init=init, epilogue=epilogue)
-                    k = at + 1 + (epilogue is not None)
-                    continue
-                self.node(body[k], depth, in_parallel)
-                k += 1
+            for c in flat(n.body):  # nested blocks are one sequence: a nest's epilogue may be in the next one
+                if id(c) not in self.plan.absorbed:  # computed by the contraction nest beside it
+                    self.node(c, depth, in_parallel)
         elif isinstance(n, For):
             self.loop(n, depth, in_parallel)
         elif isinstance(n, If):
@@ -197,68 +180,9 @@ class _Printer:
         else:
             raise TypeError(n)
 
-    def beside(self, nest: Node, other: Node) -> tuple[Contraction, Statement] | None:
-        """The top-level contraction nest ``nest`` and the one statement of the top-level nest ``other``
-        next to it, when each nest runs only its statement and neither statement runs anywhere else."""
-        if self.counters or not (isinstance(nest, For) and isinstance(other, For)):
-            return None
-        found = self.find_contraction(nest)
-        if found is None:
-            return None
-        sums, others = run_counts(nest), run_counts(other)
-        if list(sums) != [found.statement.name] or len(others) != 1 or not self.only_here(sums | others):
-            return None
-        return found, self.p.statement(next(iter(others)))
-
-    def folds_init(self, first: Node, second: Node) -> bool:
-        """Whether the top-level nest ``first`` only zeroes what the contraction nest ``second``, just after
-        it, computes: the contraction then zeroes it itself (:func:`.contraction_fusion.zero_init_fuses`)."""
-        pair = self.beside(second, first)
-        return pair is not None and zero_init_fuses(pair[1], pair[0], self.p)
-
-    def folds_epilogue(self, first: Node, second: Node) -> tuple[Statement, tuple[tuple[str, str], ...]] | None:
-        """The statement of the top-level nest ``second`` and where its iterators come from, when it can run
-        on each register block of the contraction nest ``first``, just before it, as soon as the block's
-        sums are complete (:func:`.contraction_fusion.epilogue_iterators`)."""
-        pair = self.beside(first, second)
-        at = None if pair is None else epilogue_iterators(pair[1], pair[0], self.p)
-        return None if pair is None or at is None else (pair[1], at)
-
-    def only_here(self, counts: Counter[str]) -> bool:
-        """Whether the statements counted in ``counts`` (from part of the AST) run nowhere else."""
-        return all(self.runs[s] == n for s, n in counts.items())
-
-    def find_contraction(self, n: For) -> Contraction | None:
-        """The contraction nest rooted at ``n``: three loops, or a whole nest of its own computing every
-        instance of its statement (memoized per node)."""
-        if id(n) not in self._found:
-            self._found[id(n)] = (n, self._find_contraction(n))
-        return self._found[id(n)][1]
-
-    def _find_contraction(self, n: For) -> Contraction | None:
-        if not self.opts.microkernel:
-            return None
-        found = find_contraction(n, self.p, self.exprs.t)
-        if found is None and not self.counters:
-            runs = run_counts(n)
-            if len(runs) == 1 and self.only_here(runs):
-                found = find_domain_contraction(self.p.statement(next(iter(runs))), self.p, self.exprs.t)
-        if found is None:
-            return None
-        dot = dot_product(found.left, found.right, dtype=found.dtype, op=found.op, typer=self.exprs.t,
-                          simd=self.opts.simd)
-        if found.dtype.kind != "f" and (dot is None or few_columns(found)):
-            return None  # integer sums are packed only for the dot-product instructions, and blocks they fill
-        return replace(found, dot=dot)
-
-    def loop(self, n: For, depth: int, in_parallel: bool, zero_init: bool = False,
-             epilogue: tuple[Statement, tuple[tuple[str, str], ...]] | None = None) -> None:
-        contraction = self.find_contraction(n)
+    def loop(self, n: For, depth: int, in_parallel: bool) -> None:
+        contraction = self.plan.contractions.get(id(n))
         if contraction is not None:
-            if zero_init:
-                contraction = replace(contraction, zero_init=True)
-            if epilogue is not None:
-                contraction = replace(contraction, epilogue=epilogue[0], epilogue_at=epilogue[1])
             self.contractions.append(contraction)
             if self.opts.openmp and not in_parallel:
                 # the packing code splits its own panels statically (contraction.py)
@@ -533,6 +457,7 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     choices made on the way."""
     pr = _Printer(program, options, function)
     pr.runs = run_counts(ast)
+    pr.plan = plan_nests(ast, program, pr.exprs.t, microkernel=options.microkernel, simd=options.simd)
     if options.simd:
         pr.streams = {k: v for root in outermost_loops(ast) for k, v in streamed_stores(root, program).items()}
     if isinstance(ast, If) and ast.orelse is not None:
