@@ -115,3 +115,19 @@ def test_no_streaming_where_the_array_is_written_twice_or_read(tiny_cache: None,
     pt.reference(p, **want)
     for n in ("b", "s"):
         np.testing.assert_array_equal(args[n], want[n])
+
+
+def test_an_outermost_streamed_loop_fences_its_own_stores(tiny_cache: None) -> None:
+    """Without OpenMP a one-dimensional loop is itself the outermost loop: its chunks end with the fence."""
+    p = pt.Program("scale", params=["N"])
+    p.array("a", ("N",))
+    p.array("b", ("N",))
+    with p.loop("i", 0, "N"):
+        p.assign("b[i] = a[i] * 2")
+    k = pt.compile(p, options={"openmp": False})
+    assert set(_streams(k)) == {"b"}
+    assert k.source.count("pt__stream_fence();") == 1
+    a = np.arange(1001, dtype=np.float64)
+    b = np.zeros(1001)
+    k(a=a, b=b)
+    np.testing.assert_array_equal(b, a * 2)

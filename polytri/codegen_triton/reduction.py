@@ -164,18 +164,22 @@ def find_contraction(red: Reduction, typer: Typer, a: str, b: str) -> Contractio
 
 
 # --- which launches run their products on tl.dot ----------------------------------------------------
-def _contractions(body: Node, find) -> list[Contraction]:
-    """The contractions ``find`` recognizes at the loops of ``body``."""
-    return [con for n in walk(body) if isinstance(n, For) and (con := find(n)) is not None]
+def _contractions(body: Node, find) -> list[tuple[For, Contraction]]:
+    """The loops of ``body`` at which ``find`` recognizes a contraction, with it."""
+    return [(n, con) for n in walk(body) if isinstance(n, For) and (con := find(n)) is not None]
+
+
+def _dot_sites(body: Node, program: Program, typer: Typer, rows: str, cols: str) -> list[tuple[For, Contraction]]:
+    def find(n: For) -> Contraction | None:
+        red = find_reduction(n, program) if n.innermost else None
+        return find_contraction(red, typer, rows, cols) if red else None
+    return _contractions(body, find)
 
 
 def dot_contractions_in(body: Node, program: Program, typer: Typer, rows: str, cols: str) -> list[Contraction]:
     """The contractions in ``body`` that a launch whose two innermost grid loops are ``rows`` and ``cols``
     computes with ``tl.dot``."""
-    def find(n: For) -> Contraction | None:
-        red = find_reduction(n, program) if n.innermost else None
-        return find_contraction(red, typer, rows, cols) if red else None
-    return _contractions(body, find)
+    return [con for _, con in _dot_sites(body, program, typer, rows, cols)]
 
 
 def column_contraction(loop: For, program: Program, typer: Typer, rows: str) -> Contraction | None:
@@ -197,7 +201,34 @@ def column_contraction(loop: For, program: Program, typer: Typer, rows: str) -> 
 def column_contractions_in(body: Node, program: Program, typer: Typer, rows: str) -> list[Contraction]:
     """The contractions in ``body`` that a launch whose one block dimension is ``rows`` computes with
     ``tl.dot`` over chunks of their column loop (:func:`column_contraction`)."""
-    return _contractions(body, lambda n: column_contraction(n, program, typer, rows))
+    return [con for _, con in _contractions(body, lambda n: column_contraction(n, program, typer, rows))]
+
+
+@dataclass(frozen=True)
+class DotPlan:
+    """How one launch runs its products on ``tl.dot`` (:func:`dot_plan`), for the kernel printer."""
+
+    kind: str
+    """``grid``, ``columns`` or ``none`` (:func:`dot_launch`)."""
+    sums: dict[int, Contraction]
+    """The contraction computed by each sum loop that ``tl.dot`` runs, by the loop's ``id``."""
+    columns: frozenset[int] = frozenset()
+    """The ``id`` of each loop whose iterations are the columns of a product, run in chunks (``columns``)."""
+
+
+def dot_plan(chain: tuple[For, ...], body: Node, program: Program, typer: Typer) -> DotPlan:
+    """:func:`dot_launch`'s choice for a launch with grid loops ``chain`` and ``body``, with the loops it
+    concerns."""
+    if len(chain) >= 2:
+        sites = _dot_sites(body, program, typer, chain[-2].var, chain[-1].var)
+        if sites:
+            return DotPlan("grid", {id(n): con for n, con in sites})
+    if chain:
+        sites = _contractions(body, lambda n: column_contraction(n, program, typer, chain[-1].var))
+        if sites:
+            return DotPlan("columns", {id(con.reduction.loop): con for _, con in sites},
+                           frozenset(id(n) for n, _ in sites))
+    return DotPlan("none", {})
 
 
 def dot_launch(chain: tuple[For, ...], body: Node, program: Program, typer: Typer) -> tuple[str, list[Contraction]]:
@@ -205,12 +236,5 @@ def dot_launch(chain: tuple[For, ...], body: Node, program: Program, typer: Type
     blocks over the two innermost grid loops, the products' rows and columns), ``columns`` (1-D blocks
     over the innermost grid loop, the products' rows; their columns run in chunks of an inner loop, see
     :func:`column_contraction`) or ``none``; and those products.  Tiles over the grid come first."""
-    if len(chain) >= 2:
-        found = dot_contractions_in(body, program, typer, chain[-2].var, chain[-1].var)
-        if found:
-            return "grid", found
-    if chain:
-        found = column_contractions_in(body, program, typer, chain[-1].var)
-        if found:
-            return "columns", found
-    return "none", []
+    plan = dot_plan(chain, body, program, typer)
+    return plan.kind, list(plan.sums.values())

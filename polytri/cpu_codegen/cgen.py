@@ -304,6 +304,8 @@ class _Printer:
                     f"(pt__e - pt__s) * {s.itemsize});")
             self.emit(depth + 2, copy if s.guard is None else f"if ({index_expr(s.guard).text}) {copy}")
         self.emit(depth + 1, "}")
+        if not self.counters:  # no loop around to fence (plain_loop's fence)
+            self.emit(depth + 1, "pt__stream_fence();")
         self.emit(depth, "} else {")
         self.emit(depth + 1, "#pragma omp simd")
         self.plain_loop(n, depth + 1, in_parallel)

@@ -50,13 +50,21 @@ class _Planner:
         self.p, self.t, self.simd, self.runs = program, typer, simd, runs
         self.contractions: dict[int, Contraction] = {}
         self.absorbed: set[int] = set()
+        self.found: dict[tuple[int, bool], Contraction | None] = {}
 
     def only_here(self, counts: Counter[str]) -> bool:
         """Whether the statements counted in ``counts`` (from part of the AST) run nowhere else."""
         return all(self.runs[s] == n for s, n in counts.items())
 
     def contraction(self, n: For, top: bool) -> Contraction | None:
-        """The contraction nest rooted at ``n`` (``top``: no loop encloses it), or ``None``."""
+        """The contraction nest rooted at ``n`` (``top``: no loop encloses it), or ``None`` (memoized: the
+        scan of a sequence asks again for the nests beside each other)."""
+        key = (id(n), top)
+        if key not in self.found:
+            self.found[key] = self._contraction(n, top)
+        return self.found[key]
+
+    def _contraction(self, n: For, top: bool) -> Contraction | None:
         found = find_contraction(n, self.p, self.t)
         if found is None and top:
             runs = run_counts(n)
