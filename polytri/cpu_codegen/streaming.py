@@ -14,13 +14,14 @@ which ``pt__stream`` copies to the array with the machine's non-temporal vector 
 SSE2, whichever the compiler targets; plain stores at the unaligned ends and elsewhere).  The loop takes
 that form when the bytes its nest writes to the array reach the size of the last-level cache, tested
 where the loop starts in the sizes of the call (``pt__stream_pays``); otherwise the plain loop runs.
-Non-temporal stores are weakly ordered: ``pt__stream_fence`` (``sfence``) follows the chunks, before
-another thread may read the values.
+Non-temporal stores are weakly ordered: ``pt__stream_fence`` (``sfence``) ends each iteration of a
+work-shared loop that ran some, and each outermost loop, before another thread may read the values.
 
 A statement's store streams when the statement runs in the body of an innermost loop of unit step that
-the printer vectorizes (directly, or under a guard free of the loop's counter), its last subscript is
-the loop's counter plus terms free of it and its other subscripts are free of the counter (consecutive
-elements), and no other statement of the outermost loop around it reads or writes the array.
+the printer vectorizes (directly, or under a guard free of the loop's counter), after the body's other
+statements (:func:`streamed_stores`), its last subscript is the loop's counter plus terms free of it and
+its other subscripts are free of the counter (consecutive elements), and no other statement of the
+outermost loop around it reads or writes the array.
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ def _consecutive(target: Access, counter: str) -> bool:
 
 
 def _touches(program: Program, runs: list[Run]) -> dict[str, int]:
-    """How many statement instances in ``runs`` read or write each array (reads in subscripts too)."""
+    """A count per array over ``runs``: 1 for each run of a statement that writes it, 2 for each that reads
+    it (subscripts included); exactly 1 is one writer and no reader."""
     count: dict[str, int] = {}
     for r in runs:
         st = program.statement(r.statement)
