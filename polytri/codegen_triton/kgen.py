@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .. import dtypes
-from ..dtypes import BOOL, INT64, DType
+from ..dtypes import INT64, DType
 from ..errors import UnsupportedError
 from ..ir.expr import Access, Expr, accesses, substitute, var_names
 from ..ir.program import Program
@@ -26,7 +26,7 @@ from ..ir.types import Typer
 from ..schedule.loop_ast import Block, For, If, Node, Run, loop_upper
 from .block_fit import dot_k_block
 from .index_width import MAX_CHUNK
-from .reduction import Contraction, DotPlan, Reduction, find_reductions
+from .reduction import Contraction, Reduction, SumPlan
 from .target import LaunchModel
 from .texpr import TL_TYPES, TritonExprPrinter, array_offset, index_text, user
 
@@ -83,11 +83,12 @@ class KernelPrinter:
     """Prints one kernel of a program; :meth:`source` returns the function text."""
 
     def __init__(self, program: Program, spec: KernelSpec, typer: Typer, model: LaunchModel, *,
-                 dots: DotPlan, bf16_as_f32: bool, fp32_dot: str, private: frozenset[str] = frozenset(),
+                 sums: SumPlan, bf16_as_f32: bool, fp32_dot: str, private: frozenset[str] = frozenset(),
                  index: str = "int32"):
         self.p = program
-        self.dots = dots
-        """Which loops run their sums on ``tl.dot`` (:func:`.reduction.dot_plan`), decided before printing."""
+        self.sums = sums
+        """Which loops run their sums on ``tl.dot`` or as block reductions (:func:`.reduction.sum_plan`),
+        decided before printing."""
         self.index = index
         """The integer type of counters, bounds and offsets: ``int32`` or ``int64`` (see :mod:`.index_width`)."""
         self.private = private
@@ -320,22 +321,21 @@ class KernelPrinter:
         return v
 
     def loop(self, n: For, depth: int, ctx: _Ctx) -> None:
-        reds = find_reductions(n, self.p) if n.innermost else None
+        con = self.sums.dots.get(id(n))
+        if con is not None:
+            assert self.rank == 2  # a 2-D launch, or a chunk of a product's columns
+            rows, cols = sorted(self.vec_axis, key=self.vec_axis.__getitem__)
+            self.contraction(con, rows, cols, depth, ctx)
+            return
+        reds = self.sums.reductions.get(id(n))
         if reds:
-            con = self.dots.sums.get(id(n))
-            if con is not None:
-                assert self.rank == 2 and len(reds) == 1  # a 2-D launch, or a chunk of a product's columns
-                rows, cols = sorted(self.vec_axis, key=self.vec_axis.__getitem__)
-                self.contraction(con, rows, cols, depth, ctx)
-                return
-            if all(self.t(r.value).dtype is not BOOL for r in reds):
-                self.reduction(reds, depth, ctx)
-                return
+            self.reduction(list(reds), depth, ctx)
+            return
         self.flush()
         lo, hi = _loop_range(n)
         lo_t = self.scalar_bound(lo, ctx, "min", depth)
         hi_t = self.scalar_bound(hi, ctx, "max", depth)
-        columns = id(n) in self.dots.columns
+        columns = id(n) in self.sums.columns
         if columns or (n.parallel and n.innermost and n.step == 1 and self.rank < 3):
             # a parallel innermost loop: chunks of its iterations along a new block axis; a parallel loop
             # around a contraction over (block rows, its iterations): chunks of tl.dot's column side

@@ -32,7 +32,7 @@ from .block_fit import fitted_sides
 from .host import HostPlanner, Launch
 from .kgen import KernelPrinter
 from .loader import import_triton
-from .reduction import dot_launch, dot_plan
+from .reduction import dot_launch, sum_plan
 from .target import LaunchModel
 from .texpr import HELPERS
 
@@ -71,7 +71,7 @@ def generate_module(program: Program, ast: Node, schedule: Schedule, model: Laun
     host = planner.plan(ast)
     printers = [KernelPrinter(program, launch.spec, typer, model, bf16_as_f32=bf16_as_f32, fp32_dot=fp32_dot,
                               private=_read_only_in(launch.spec.body, program, ast, scratch), index=index,
-                              dots=dot_plan(launch.spec.chain, launch.spec.body, program, typer))
+                              sums=sum_plan(launch.spec.chain, launch.spec.body, program, typer))
                 for launch in planner.launches]
     kernels = [p.source() for p in printers]
     unstored = set().union(*(p.dropped for p in printers)) - set().union(*(p.stored for p in printers))

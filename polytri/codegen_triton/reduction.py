@@ -15,10 +15,10 @@ chunk of ``k`` is ``tl.dot`` of an ``X`` tile and a ``Y`` tile.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import dtypes
-from ..dtypes import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, DType
+from ..dtypes import BFLOAT16, BOOL, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, DType
 from ..ir.expr import Access, Binary, Cast, Expr, accesses, substitute, var_names
 from ..ir.indirect import has_indirect
 from ..ir.program import Program, Statement
@@ -205,30 +205,44 @@ def column_contractions_in(body: Node, program: Program, typer: Typer, rows: str
 
 
 @dataclass(frozen=True)
-class DotPlan:
-    """How one launch runs its products on ``tl.dot`` (:func:`dot_plan`), for the kernel printer."""
+class SumPlan:
+    """How one launch computes its sums (:func:`sum_plan`), decided before its kernel is printed."""
 
     kind: str
-    """``grid``, ``columns`` or ``none`` (:func:`dot_launch`)."""
-    sums: dict[int, Contraction]
+    """``grid``, ``columns`` or ``none``: how its products run on ``tl.dot`` (:func:`dot_launch`)."""
+    dots: dict[int, Contraction]
     """The contraction computed by each sum loop that ``tl.dot`` runs, by the loop's ``id``."""
     columns: frozenset[int] = frozenset()
     """The ``id`` of each loop whose iterations are the columns of a product, run in chunks (``columns``)."""
+    reductions: dict[int, tuple[Reduction, ...]] = field(default_factory=dict)
+    """The reductions each other innermost loop performs, combined over chunks of it (``tl.sum``,
+    ``tl.max``, ``tl.min``), by the loop's ``id``; boolean ones excepted (they run as loops)."""
 
 
-def dot_plan(chain: tuple[For, ...], body: Node, program: Program, typer: Typer) -> DotPlan:
-    """:func:`dot_launch`'s choice for a launch with grid loops ``chain`` and ``body``, with the loops it
-    concerns."""
+def _dot_sites_of(chain: tuple[For, ...], body: Node, program: Program, typer: Typer
+                  ) -> tuple[str, dict[int, Contraction], frozenset[int]]:
     if len(chain) >= 2:
         sites = _dot_sites(body, program, typer, chain[-2].var, chain[-1].var)
         if sites:
-            return DotPlan("grid", {id(n): con for n, con in sites})
+            return "grid", {id(n): con for n, con in sites}, frozenset()
     if chain:
         sites = _contractions(body, lambda n: column_contraction(n, program, typer, chain[-1].var))
         if sites:
-            return DotPlan("columns", {id(con.reduction.loop): con for _, con in sites},
-                           frozenset(id(n) for n, _ in sites))
-    return DotPlan("none", {})
+            return "columns", {id(con.reduction.loop): con for _, con in sites}, frozenset(id(n) for n, _ in sites)
+    return "none", {}, frozenset()
+
+
+def sum_plan(chain: tuple[For, ...], body: Node, program: Program, typer: Typer) -> SumPlan:
+    """:func:`dot_launch`'s choice for a launch with grid loops ``chain`` and ``body``, with the loops it
+    concerns, and the block reductions of its other innermost loops."""
+    kind, dots, columns = _dot_sites_of(chain, body, program, typer)
+    reductions = {}
+    for n in walk(body):
+        if isinstance(n, For) and n.innermost and id(n) not in dots:
+            reds = find_reductions(n, program)
+            if reds and all(typer(r.value).dtype is not BOOL for r in reds):
+                reductions[id(n)] = tuple(reds)
+    return SumPlan(kind, dots, columns, reductions)
 
 
 def dot_launch(chain: tuple[For, ...], body: Node, program: Program, typer: Typer) -> tuple[str, list[Contraction]]:
@@ -236,5 +250,5 @@ def dot_launch(chain: tuple[For, ...], body: Node, program: Program, typer: Type
     blocks over the two innermost grid loops, the products' rows and columns), ``columns`` (1-D blocks
     over the innermost grid loop, the products' rows; their columns run in chunks of an inner loop, see
     :func:`column_contraction`) or ``none``; and those products.  Tiles over the grid come first."""
-    plan = dot_plan(chain, body, program, typer)
-    return plan.kind, list(plan.sums.values())
+    kind, dots, _ = _dot_sites_of(chain, body, program, typer)
+    return kind, list(dots.values())
