@@ -137,8 +137,8 @@ def streamed_stores(root: For, program: Program) -> dict[int, tuple[StreamedStor
     """The stores that may stream in the innermost loops of ``root`` (an outermost loop), by the loops'
     ``id``: the statements at the end of the loop's body that may (:func:`_store`).  The printer runs the
     body's other statements first, in a loop of their own, then the streamed ones in chunks (mixed with
-    normal stores in one loop, blur's streamed rows ran no faster than plain ones: 7.1 against 7.2 ms, and
-    5.9 once apart).  That order keeps every dependence: the loop is one that vectorizes
+    normal stores in one loop, blur's streamed rows ran no faster than plain ones, 7.1-8.0 against 7.1-7.3 ms
+    best of 21 in a C harness, and 5.8-5.9 ms once apart).  That order keeps every dependence: the loop is one that vectorizes
     (:attr:`~polytri.schedule.loop_ast.For.lanes`), so each dependence it carries goes to a later statement of
     its body, and the streamed arrays are read by no statement of the nest, so no dependence leaves a
     streamed statement for another."""
