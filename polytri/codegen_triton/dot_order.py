@@ -2,7 +2,7 @@
 
 A product runs on ``tl.dot`` when the two innermost grid loops of its launch are the rows and the
 columns of its target, one factor varying with the rows and the sum, the other with the sum and the
-columns (:func:`.reduction.dot_contractions_in`).  Pluto orders parallel loops for locality and the GPU pass
+columns (:func:`.reduction.dot_launch`).  Pluto orders parallel loops for locality and the GPU pass
 moves them outward (:func:`polytri.schedule.permute.parallel_outward`); neither knows about ``tl.dot``.
 A convolution's loops come out as (output channels, output rows, output columns): the blocks are then
 output rows by columns, and the input tile depends on both, so its sum runs on scalar lanes.  Ordering

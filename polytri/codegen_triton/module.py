@@ -32,7 +32,7 @@ from .block_fit import fitted_sides
 from .host import HostPlanner, Launch
 from .kgen import KernelPrinter
 from .loader import import_triton
-from .reduction import dot_launch, sum_plan
+from .reduction import SumPlan, sum_plan
 from .target import LaunchModel
 from .texpr import HELPERS
 
@@ -52,8 +52,17 @@ def generate_module(program: Program, ast: Node, schedule: Schedule, model: Laun
     type of counters, bounds and offsets (see :mod:`.index_width`)."""
     typer = program_typer(program)
 
+    plans: dict[tuple[int, ...], SumPlan] = {}
+
+    def plan(chain: tuple[For, ...], body: Node) -> SumPlan:
+        """The launch's :func:`.reduction.sum_plan`, made once: for its block sides, then for its printer."""
+        key = (id(body), *map(id, chain))
+        if key not in plans:
+            plans[key] = sum_plan(chain, body, program, typer)
+        return plans[key]
+
     def sides(chain, body, trips) -> tuple[int, ...]:
-        kind = dot_launch(chain, body, program, typer)[0]
+        kind = plan(chain, body).kind
         if kind == "grid":
             return model.dot_block[:2]
         if kind == "columns":
@@ -71,7 +80,7 @@ def generate_module(program: Program, ast: Node, schedule: Schedule, model: Laun
     host = planner.plan(ast)
     printers = [KernelPrinter(program, launch.spec, typer, model, bf16_as_f32=bf16_as_f32, fp32_dot=fp32_dot,
                               private=_read_only_in(launch.spec.body, program, ast, scratch), index=index,
-                              sums=sum_plan(launch.spec.chain, launch.spec.body, program, typer))
+                              sums=plan(launch.spec.chain, launch.spec.body))
                 for launch in planner.launches]
     kernels = [p.source() for p in printers]
     unstored = set().union(*(p.dropped for p in printers)) - set().union(*(p.stored for p in printers))

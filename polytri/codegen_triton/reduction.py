@@ -176,12 +176,6 @@ def _dot_sites(body: Node, program: Program, typer: Typer, rows: str, cols: str)
     return _contractions(body, find)
 
 
-def dot_contractions_in(body: Node, program: Program, typer: Typer, rows: str, cols: str) -> list[Contraction]:
-    """The contractions in ``body`` that a launch whose two innermost grid loops are ``rows`` and ``cols``
-    computes with ``tl.dot``."""
-    return [con for _, con in _dot_sites(body, program, typer, rows, cols)]
-
-
 def column_contraction(loop: For, program: Program, typer: Typer, rows: str) -> Contraction | None:
     """The contraction ``C[rows, j] += X[rows, k] * Y[k, j]`` when ``loop`` is a parallel unit-step loop
     over ``j`` whose body is exactly one innermost sum loop over ``k``: a launch whose one block dimension
@@ -196,12 +190,6 @@ def column_contraction(loop: For, program: Program, typer: Typer, rows: str) -> 
         return None
     red = find_reduction(body, program)
     return find_contraction(red, typer, rows, loop.var) if red else None
-
-
-def column_contractions_in(body: Node, program: Program, typer: Typer, rows: str) -> list[Contraction]:
-    """The contractions in ``body`` that a launch whose one block dimension is ``rows`` computes with
-    ``tl.dot`` over chunks of their column loop (:func:`column_contraction`)."""
-    return [con for _, con in _contractions(body, lambda n: column_contraction(n, program, typer, rows))]
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ outermost loop around it reads or writes the array.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from .. import dtypes
@@ -107,24 +108,24 @@ def _consecutive(target: Access, counter: str) -> bool:
     return form is not None and form[0].get(counter) == 1
 
 
-def _touches(program: Program, runs: list[Run]) -> dict[str, int]:
-    """A count per array over ``runs``: 1 for each run of a statement that writes it, 2 for each that reads
-    it (subscripts included); exactly 1 is one writer and no reader."""
-    count: dict[str, int] = {}
+def _touches(program: Program, runs: list[Run]) -> tuple[set[str], Counter[str]]:
+    """The arrays that ``runs`` read (subscripts included), and how many of them write each array."""
+    read: set[str] = set()
+    writes: Counter[str] = Counter()
     for r in runs:
         st = program.statement(r.statement)
-        for a in {*(acc.array for acc in accesses(st.value)), *(acc.array for e in st.target.index for acc in accesses(e))}:
-            count[a] = count.get(a, 0) + 2  # a read counts double: it never streams
-        count[st.target.array] = count.get(st.target.array, 0) + 1
-    return count
+        read |= {acc.array for acc in accesses(st.value)} | {acc.array for e in st.target.index for acc in accesses(e)}
+        writes[st.target.array] += 1
+    return read, writes
 
 
 def _store(root: For, loop: For, program: Program, run: Run, guard: Expr | None,
-           touches: dict[str, int]) -> StreamedStore | None:
+           touches: tuple[set[str], Counter[str]]) -> StreamedStore | None:
     """The streamed store of ``run`` in ``loop``, or ``None`` when it may not stream."""
     st = program.statement(run.statement)
     target = _target(st, run)
-    if touches.get(target.array) != 1 or not _consecutive(target, loop.var):
+    read, writes = touches
+    if target.array in read or writes[target.array] != 1 or not _consecutive(target, loop.var):
         return None  # read in the nest, or written by another statement, or not consecutive elements
     size = dtypes.dtype(program.array(target.array).dtype).itemsize
     written = loop_work(root, lambda s: size if s == st.name else 0)
