@@ -9,6 +9,7 @@ array pointer is re-declared as a pointer to a variable-length array, so accesse
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from .. import dtypes
@@ -18,7 +19,18 @@ from ..ir.expr import Access, Binary, Expr, Var, accesses, var_names
 from ..ir.indirect import is_indirect_subscript
 from ..ir.program import Program, Statement
 from ..ir.types import program_typer
-from ..schedule.loop_ast import Block, For, If, Node, Run, loop_upper, outermost_loops, run_counts, walk
+from ..schedule.loop_ast import (
+    Block,
+    For,
+    If,
+    Node,
+    Run,
+    loop_upper,
+    outermost_loops,
+    run_counts,
+    walk,
+    without,
+)
 from ..schedule.tiling import cache_sizes
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
 from .contraction import find_contraction
@@ -31,7 +43,8 @@ from .parallel_plan import MIN_WORK, RegionChoice, Split, choose_region, work_te
 from .prelude import prelude
 from .private import local_name, private_arrays
 from .row_pack import rows_kernel
-from .streaming import StreamedStore, chunk_start, stream_buffer, stream_helpers, streamed_stores, without
+from .seams import Seams, block_lines, only_loop, parts_lines
+from .streaming import StreamedStore, chunk_start, stream_buffer, stream_helpers, streamed_stores
 from .transpose import swapped_pairs_kernel, transpose_kernel
 
 
@@ -133,6 +146,10 @@ class _Printer:
         """The stores printed in streamed form, in order."""
         self.stream_to: dict[str, str] = {}
         """The chunk buffer's element each streamed statement of the loop being printed stores to."""
+        self.seams: dict[int, Seams] = {}
+        """The loops that may run in blocks (:mod:`.seams`), by the ``id`` of the loop opening their region."""
+        self.seamed: list[Seams] = []
+        """The loops printed in blocks, in order."""
 
     def subscript(self, e: Expr) -> str:
         """A subscript in int64_t: an affine one as an index expression, an indirect one (its values were
@@ -144,12 +161,14 @@ class _Printer:
         inner.runs = self.runs
         inner.plan = self.plan
         inner.streams = self.streams
+        inner.seams = self.seams
 
     def take(self, inner: _Printer) -> None:
         """Collect what a printer of another function of this kernel chose."""
         self.contractions += inner.contractions
         self.localized |= inner.localized
         self.streamed += inner.streamed
+        self.seamed += inner.seamed
 
     def array_ref(self, acc: Access) -> C:
         p = self.private.get(acc.array)
@@ -196,6 +215,11 @@ class _Printer:
         omp_for = self.opts.openmp and n.parallel and not in_parallel and canonical
         # a buffer declared in the body must be visible to all of it: nothing inside is outlined
         local = self.local_buffers(n) if in_parallel or omp_for or not self.opts.openmp else {}
+        seams = self.seams.get(id(n))
+        if seams is not None and self.opts.openmp and not in_parallel and canonical and not local and not any(
+                id(m) in self.plan.contractions for m in walk(n) if isinstance(m, For)):
+            self.seam_loop(n, depth, seams)
+            return
         if omp_for:
             self.parallel_loop(n, depth, local, self.region_choice(n))
             return
@@ -335,6 +359,66 @@ class _Printer:
             self.plain_loop(n, d, in_parallel=True, local=local, fence=True)
         self.outline(depth, body, choice, serial)
 
+    def seam_loop(self, n: For, depth: int, seams: Seams) -> None:
+        """A loop run in blocks (:mod:`.seams`): ``n``, the sequential loop or the parallel loop around it,
+        in a region whose threads share the blocks, then the deferred instances; the plain loop where the
+        region does not open.  Every block gets a thread, so the region's test does not count the trips."""
+        choice = replace(choose_region(n, self.p, self.opts.region_tests), split="static", trips=None)
+        self.regions.append(choice)
+        self.seamed.append(seams)
+        self.outline(depth, lambda inner: inner.seam_phases(n, seams),
+                     choice, lambda d: self.lanes_loop(n, d, fence=True))
+
+    def lanes_loop(self, n: For, depth: int, fence: bool = False) -> None:
+        """``n`` in a region's thread, with ``#pragma omp simd`` where its iterations may run in lanes."""
+        if self.opts.simd and n.lanes:
+            self.emit(depth, "#pragma omp simd")
+        self.plain_loop(n, depth, in_parallel=True, fence=fence)
+
+    def seam_phases(self, n: For, seams: Seams) -> None:
+        """The body of :meth:`seam_loop`'s region: ``pt__parts`` blocks per iteration of the parallel loop
+        (as many as the team needs to divide the iterations times the blocks), each running its
+        iterations but the deferred instances of its first ``window`` ones; then, after the ``omp for``'s
+        barrier, those instances."""
+        seq = n if seams.outer is None else only_loop(n.body)
+        assert seq is not None and (upper := loop_upper(seq)) is not None
+        outer_upper = loop_upper(n)
+        assert outer_upper is not None
+        trips = None if seams.outer is None else index_expr(Binary("-", outer_upper, n.lower)).text
+        for line in parts_lines(trips):
+            self.emit(1, line)
+        deferred = set(seams.deferred)
+        for phase in (1, 2):
+            d = phase
+            if phase == 2:
+                self.emit(1, "if (pt__parts > 1) {")
+            self.emit(d, "#pragma omp for schedule(static)" if seams.outer is None
+                      else "#pragma omp for collapse(2) schedule(static)")
+            if seams.outer is not None:
+                self.emit(d, f"for (int64_t {cname(n.var)} = {index_expr(n.lower).text}; {index_expr(n.cond).text}; "
+                             f"{cname(n.var)} += 1)")
+                self.counters.append(n.var)
+            self.emit(d, f"for (int64_t pt__b = {phase - 1}; pt__b < pt__parts; pt__b += 1) {{")
+            for line in block_lines(index_expr(seq.lower).text, index_expr(upper).text, seams.window):
+                self.emit(d + 1, line)
+            before = Binary("<", Var(seq.var, "iter"), Var("pt__mid", "iter"))
+            if phase == 1:
+                streamed = len(self.streamed)
+                if (rest := without(seq.body, deferred)) is not None:
+                    self.lanes_loop(replace(seq, body=rest, lower=Var("pt__lo", "iter"), cond=before), d + 1)
+                self.lanes_loop(replace(seq, lower=Var("pt__mid", "iter"),
+                                        cond=Binary("<", Var(seq.var, "iter"), Var("pt__hi", "iter"))), d + 1)
+                if len(self.streamed) > streamed:
+                    self.emit(d + 1, "pt__stream_fence();")
+            else:
+                only = without(seq.body, {r.statement for r in walk(seq.body) if isinstance(r, Run)} - deferred)
+                assert only is not None
+                self.lanes_loop(replace(seq, body=only, lower=Var("pt__lo", "iter"), cond=before), d + 1)
+            self.emit(d, "}")
+            if seams.outer is not None:
+                self.counters.pop()
+        self.emit(1, "}")
+
     def outline(self, depth: int, body, choice: RegionChoice, serial=None) -> None:
         """Code run by every thread of a parallel region goes into its own function, which ``body``
         prints.  Its arrays arrive as ``restrict`` parameters: gcc only trusts ``restrict`` on
@@ -411,6 +495,8 @@ class GeneratedC:
     """The choice for each parallel loop that could open an OpenMP region."""
     streams: tuple[StreamedStore, ...] = ()
     """The stores printed in streamed form (:mod:`.streaming`)."""
+    seams: tuple[Seams, ...] = ()
+    """The loops printed in blocks (:mod:`.seams`)."""
 
 
 def _prologue(pr: _Printer) -> None:
@@ -454,10 +540,12 @@ def _versions(pr: _Printer, ast: If) -> None:
     pr.emit(1, "}")
 
 
-def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOptions) -> GeneratedC:
+def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOptions,
+               seams: Mapping[int, Seams] | None = None) -> GeneratedC:
     """The complete C source of ``program`` scanned by ``ast``, as function ``function``, and the
-    choices made on the way."""
+    choices made on the way; ``seams``: the loops of ``ast`` that may run in blocks (:mod:`.seams`)."""
     pr = _Printer(program, options, function)
+    pr.seams = dict(seams or {})
     pr.runs = run_counts(ast)
     pr.plan = plan_nests(ast, program, pr.exprs.t, microkernel=options.microkernel, simd=options.simd)
     if options.simd:
@@ -489,7 +577,7 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
         if c not in unique:
             unique.append(c)
     return GeneratedC(f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n{_slots_entry(program, function)}",
-                      tuple(unique), frozenset(pr.localized), tuple(pr.regions), tuple(dict.fromkeys(pr.streamed)))
+                      tuple(unique), frozenset(pr.localized), tuple(pr.regions), tuple(dict.fromkeys(pr.streamed)), tuple(pr.seamed))
 
 
 def _slots_entry(program: Program, function: str) -> str:

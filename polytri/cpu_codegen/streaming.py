@@ -160,19 +160,6 @@ def streamed_stores(root: For, program: Program) -> dict[int, tuple[StreamedStor
     return found
 
 
-def without(n: Node, names: set[str]) -> Node | None:
-    """``n`` without the statements ``names`` (and the blocks and guards left empty); ``None`` if empty."""
-    if isinstance(n, Run):
-        return None if n.statement in names else n
-    if isinstance(n, Block):
-        kept = [k for c in n.body if (k := without(c, names)) is not None]
-        return Block(tuple(kept)) if kept else None
-    if isinstance(n, If):
-        then = without(n.then, names)
-        return None if then is None else If(n.cond, then, n.orelse)
-    return n
-
-
 def stream_buffer(s: StreamedStore) -> str:
     """The C name of the chunk buffer of ``s``'s array (user names never start with ``pt_``)."""
     return f"pt__nt_{s.array}"

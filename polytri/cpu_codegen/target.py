@@ -14,7 +14,7 @@ from ..pipeline.options import CpuOptions
 from ..pipeline.target import Target
 from ..schedule.choose import choose_schedule
 from ..schedule.dependences import Dependences
-from ..schedule.loop_ast import Node
+from ..schedule.loop_ast import If, Node
 from ..schedule.schedule import Schedule
 from .build import (
     build_library,
@@ -29,6 +29,7 @@ from .contraction_fusion import read_back_by_epilogues
 from .contraction_model import describe
 from .fork_cost import fork_cost
 from .kernel import CpuKernel
+from .seams import find_seams
 
 
 class CpuTarget(Target):
@@ -60,7 +61,9 @@ class CpuTarget(Target):
         cg = CodegenOptions(openmp=opts["openmp"], simd=opts["simd"], microkernel=opts["microkernel"],
                             fma=opts["fma"], scratch=scratch)
         function = f"pt_{program.name}"
-        out = generate_c(program, ast, function=function, options=cg)
+        versioned = isinstance(ast, If) and schedule.alternative is not None  # two maps: the AST scans both
+        seams = find_seams(schedule.map, deps, ast) if opts["openmp"] and not (versioned or schedule.tiled) else {}
+        out = generate_c(program, ast, function=function, options=cg, seams=seams)
         source, contractions, local = out.source, out.contractions, out.local_arrays
         min_work = 0.0
         if any(r.verdict == "runtime" for r in out.regions):
@@ -69,7 +72,8 @@ class CpuTarget(Target):
                 min_work = fork_cost(opts["cc"]).min_work
         made: list[Decision | str] = [*decisions, *(describe(c) for c in contractions),
                                       *(r.decision(min_work) for r in out.regions),
-                                      *(s.decision() for s in out.streams)]
+                                      *(s.decision() for s in out.streams),
+                                      *(s.decision() for s in out.seams)]
         flags = (default_flags(opts["cc"]) + (("-fopenmp",) if (opts["openmp"] or opts["simd"]) else ())
                  + (vector_math_flags(opts["cc"]) if opts["simd"] else ()) + opts["cflags"])
         dump(source)  # before the build, which may fail

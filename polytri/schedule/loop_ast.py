@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
@@ -267,6 +267,24 @@ def enclosing_loops(n: Node, outer: tuple[bool, ...] = ()) -> dict[str, list[tup
 def run_counts(n: Node) -> Counter[str]:
     """How many places of the AST ``n`` run each statement."""
     return Counter(r.statement for r in walk(n) if isinstance(r, Run))
+
+
+def without(n: Node, names: set[str] | frozenset[str]) -> Node | None:
+    """``n`` without the statements ``names``, and without the blocks, guards and loops left empty;
+    ``None`` if nothing is left."""
+    if isinstance(n, Run):
+        return None if n.statement in names else n
+    if isinstance(n, Block):
+        kept = [k for c in n.body if (k := without(c, names)) is not None]
+        return Block(tuple(kept)) if kept else None
+    if isinstance(n, If):
+        then = without(n.then, names)
+        orelse = None if n.orelse is None else without(n.orelse, names)
+        if then is None and orelse is None:
+            return None
+        return If(n.cond, Block(()) if then is None else then, orelse)
+    body = without(n.body, names)
+    return None if body is None else replace(n, body=body)
 
 
 def walk(n: Node):

@@ -153,6 +153,12 @@ def parallel_dimensions(schedule: isl.UnionMap, deps: Dependences) -> tuple[bool
     return tuple(not carries(tdeps, k) for k in range(ndim))
 
 
+def within_loop(tdeps: isl.Map, k: int) -> isl.Map:
+    """The time dependences equal before dimension ``k``: those between instances of one execution of the
+    loop that scans dimension ``k``."""
+    return tdeps.intersect(_equal_prefix(tdeps.get_space(), k))
+
+
 def carried_at(tdeps: isl.Map, k: int) -> isl.Map:
     """The time dependences equal before dimension ``k`` that differ at ``k``: those ``k`` carries."""
     space = tdeps.get_space()

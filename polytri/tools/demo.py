@@ -27,8 +27,9 @@ BENCH_SIZES = {"gemm": {"NI": 1024, "NJ": 1024, "NK": 1024},
 
 #: The showcase kernel whose C the demo prints, and what to see in it.
 SHOWN = "blur"
-SHOWN_NOTE = ("its two passes fused into one loop nest, the outer loop shared among the threads; where an image's "
-              "output outgrows the last-level cache, its rows are written with non-temporal stores")
+SHOWN_NOTE = ("its two passes fused into one loop nest; the threads share its channels and blocks of rows, the "
+              "vertical pass's first rows of each block waiting for a barrier; where an image's output outgrows "
+              "the last-level cache, its rows are written with non-temporal stores")
 
 
 def kernel_c(source: str, function: str) -> str:
