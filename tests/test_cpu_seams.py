@@ -121,3 +121,28 @@ def test_an_outermost_sequential_loop_runs_in_blocks(threads: int) -> None:
         args = {"img": rng.standard_normal((h, w)), "tmp": np.zeros((h, w - 2)), "out": np.zeros((h - 2, w - 2)),
                 "H": h, "W": w}
         _agree(k, prog, args, f"H={h} W={w}, {threads} threads")
+
+
+@pytest.mark.parametrize("offsets", [(0, 1), (0, 2, 4), (-2, 0, 3), (1, 6), (-5, -1)])
+def test_rows_read_at_other_offsets(offsets: tuple[int, ...]) -> None:
+    """A vertical pass reading the horizontal pass's rows at ``offsets`` (behind, ahead, both): whatever
+    the window Pluto's shift leaves, every block agrees with the reference on 2 and 3 threads."""
+    lo, hi = min(offsets), max(offsets)
+    p = pt.Program("rows", params=["C", "H", "W"])
+    p.assume(f"H >= {hi - lo + 1}")
+    p.assume("W >= 1")
+    p.array("img", ("C", "H", "W"), "float32")
+    p.array("tmp", ("C", "H", "W"), "float32")
+    p.array("out", ("C", f"H - {hi - lo}", "W"), "float32")
+    with p.loop("c", 0, "C"), p.loop("y", 0, "H"), p.loop("x", 0, "W"):
+        p.assign("tmp[c, y, x] = img[c, y, x] * 3 - 1")
+    terms = " + ".join(f"tmp[c, y + {k - lo}, x] * {n + 2}" for n, k in enumerate(offsets))
+    with p.loop("c", 0, "C"), p.loop("y", 0, f"H - {hi - lo}"), p.loop("x", 0, "W"):
+        p.assign(f"out[c, y, x] = {terms}")
+    for threads in (2, 3):
+        k = pt.compile(p, options={"threads": threads, "min_parallel_work": 0})
+        assert [d["deferred"] for d in _seams(k)] == [("S1",)]
+        for c, h, w in ((1, 64, 9), (3, 41, 16), (2, 100, 3)):
+            args = {"img": np.arange(c * h * w, dtype=np.float32).reshape(c, h, w) % 11, "tmp": np.zeros((c, h, w), np.float32),
+                    "out": np.zeros((c, h - (hi - lo), w), np.float32), "C": c, "H": h, "W": w}
+            _agree(k, p, args, f"offsets {offsets}, C={c} H={h} W={w}, {threads} threads")
