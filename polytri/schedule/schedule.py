@@ -168,7 +168,7 @@ def carried_at(tdeps: isl.Map, k: int) -> isl.Map:
 def carries(tdeps: isl.Map, k: int) -> bool:
     """Whether :func:`carried_at` is not empty: equal before ``k``, unequal at ``k`` (two intersections,
     cheaper than the difference of maps with many disjuncts)."""
-    same = tdeps.intersect(_equal_prefix(tdeps.get_space(), k))
+    same = within_loop(tdeps, k)
     return not (same.order_lt(isl.dim_type.in_, k, isl.dim_type.out, k).is_empty()
                 and same.order_gt(isl.dim_type.in_, k, isl.dim_type.out, k).is_empty())
 
