@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import random
 import re
 import statistics
 import sys
@@ -59,6 +60,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
 POLLY = "polly"
 #: The column of the numpy/torch equivalents.
 LIBRARY = "numpy/torch"
+#: Seed of the order of the variants in each round of timed calls.  In a fixed order, the variant after a
+#: long one paid for it: beside a busy process, 2mm's default (after the 10 ms orig+omp) ran 1.20x the
+#: time of its one-thread variant (after it), the same code on one thread; with the two swapped, 0.89x-0.97x.
+ORDER_SEED = 20261127
 #: The column of polytri's default variant's compile time (``pt.compile``, fresh cache: the C compiler runs).
 COMPILE = "compile s"
 #: The summary names the kernels whose default variant compiles in more seconds than this.
@@ -216,8 +221,8 @@ def _prepare_library(prep: Callable[[dict[str, Any], int], Callable[[], None]], 
 def run_kernel(name: str, params: Params, repeat: int, threads: int | None = None,
                variants: dict[str, dict[str, Any]] | None = None) -> Row:
     """Compile every variant (default: :data:`VARIANTS`) of suite kernel ``name``, check each against the naive C
-    on one run, then time them ``repeat`` times, interleaved (naive, orig+omp, polytri, tiled, polly,
-    numpy/torch, naive, ...); each call gets a fresh copy of the inputs, made outside the timed region."""
+    on one run, then time them ``repeat`` times, interleaved, the variants in a new order each round
+    (:data:`ORDER_SEED`); each call gets a fresh copy of the inputs, made outside the timed region."""
     from ..ir.builder import to_program
     from ..suite import KERNELS, make_args
 
@@ -233,8 +238,11 @@ def run_kernel(name: str, params: Params, repeat: int, threads: int | None = Non
     prepares = _compile_variants(name, prog, row, threads, variants)
     _check_variants(prepares, args, [a.name for a in prog.arrays], row)
     samples: dict[str, list[float]] = {v: [] for v in prepares}
+    order = list(prepares.items())
+    shuffle = random.Random(ORDER_SEED).shuffle
     for _ in range(repeat):
-        for variant, prepare in prepares.items():
+        shuffle(order)
+        for variant, prepare in order:
             call = prepare(copy_args(args))
             t0 = time.perf_counter()
             call()
