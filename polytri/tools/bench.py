@@ -64,6 +64,10 @@ LIBRARY = "numpy/torch"
 #: long one paid for it: beside a busy process, 2mm's default (after the 10 ms orig+omp) ran 1.20x the
 #: time of its one-thread variant (after it), the same code on one thread; with the two swapped, 0.89x-0.97x.
 ORDER_SEED = 20261127
+#: Seconds of pause after the library's call, which ends each round: torch's worker threads spin for about
+#: 10 ms after a call (the process burned a second core for two 5 ms samples after a torch blur), and a
+#: two-thread kernel timed in that time shares a core with one of them.
+LIBRARY_SETTLE_S = 0.03
 #: The column of polytri's default variant's compile time (``pt.compile``, fresh cache: the C compiler runs).
 COMPILE = "compile s"
 #: The summary names the kernels whose default variant compiles in more seconds than this.
@@ -221,8 +225,9 @@ def _prepare_library(prep: Callable[[dict[str, Any], int], Callable[[], None]], 
 def run_kernel(name: str, params: Params, repeat: int, threads: int | None = None,
                variants: dict[str, dict[str, Any]] | None = None) -> Row:
     """Compile every variant (default: :data:`VARIANTS`) of suite kernel ``name``, check each against the naive C
-    on one run, then time them ``repeat`` times, interleaved, the variants in a new order each round
-    (:data:`ORDER_SEED`); each call gets a fresh copy of the inputs, made outside the timed region."""
+    on one run, then time them ``repeat`` times, interleaved, the compiled variants in a new order each
+    round (:data:`ORDER_SEED`), the library's last (:data:`LIBRARY_SETTLE_S`); each call gets a fresh copy
+    of the inputs, made outside the timed region."""
     from ..ir.builder import to_program
     from ..suite import KERNELS, make_args
 
@@ -238,16 +243,19 @@ def run_kernel(name: str, params: Params, repeat: int, threads: int | None = Non
     prepares = _compile_variants(name, prog, row, threads, variants)
     _check_variants(prepares, args, [a.name for a in prog.arrays], row)
     samples: dict[str, list[float]] = {v: [] for v in prepares}
-    order = list(prepares.items())
+    order = [(v, p) for v, p in prepares.items() if v != LIBRARY]
+    last = [(v, p) for v, p in prepares.items() if v == LIBRARY]
     shuffle = random.Random(ORDER_SEED).shuffle
     for _ in range(repeat):
         shuffle(order)
-        for variant, prepare in order:
+        for variant, prepare in order + last:
             call = prepare(copy_args(args))
             t0 = time.perf_counter()
             call()
             samples[variant].append(time.perf_counter() - t0)
             del call
+        if last:
+            time.sleep(LIBRARY_SETTLE_S)
     for variant in (*variants, LIBRARY):
         row.times[variant] = statistics.median(samples[variant]) if samples.get(variant) else None
     return row
