@@ -60,13 +60,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
 POLLY = "polly"
 #: The column of the numpy/torch equivalents.
 LIBRARY = "numpy/torch"
-#: Seed of the order of the variants in each round of timed calls.  In a fixed order, the variant after a
-#: long one paid for it: beside a busy process, 2mm's default (after the 10 ms orig+omp) ran 1.20x the
-#: time of its one-thread variant (after it), the same code on one thread; with the two swapped, 0.89x-0.97x.
+#: Seed of the variants' order in each round of timed calls.  In a fixed order, the one after a long one
+#: paid for it (2mm's default after orig+omp, beside a busy process: 1.20x its one-thread variant, the same
+#: code on one thread; swapped, 0.89x-0.97x: docs/performance.md).
 ORDER_SEED = 20261127
-#: Seconds of pause after the library's call, which ends each round: torch's worker threads spin for about
-#: 10 ms after a call (the process burned a second core for two 5 ms samples after a torch blur), and a
-#: two-thread kernel timed in that time shares a core with one of them.
+#: Pause after the library's call, which ends each round (s): torch's workers spin for about 10 ms after it.
 LIBRARY_SETTLE_S = 0.03
 #: The column of polytri's default variant's compile time (``pt.compile``, fresh cache: the C compiler runs).
 COMPILE = "compile s"
