@@ -33,7 +33,6 @@ from ..schedule.loop_ast import (
 )
 from ..schedule.tiling import cache_sizes
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
-from .contraction import find_contraction
 from .contraction_model import Contraction, left_units, transpose_lanes
 from .dot_product import dot_blocking
 from .microkernel import micro_kernel
@@ -233,12 +232,11 @@ class _Printer:
 
     def local_buffers(self, n: For) -> dict[str, int]:
         """The temporaries that can live in buffers local to one iteration of ``n`` (see :mod:`.private`),
-        except those a contraction nest inside reads or writes through the packing code."""
+        except those a contraction nest inside (:mod:`.nest_plan`) reads or writes through the packing code."""
         candidates = self.opts.scratch - set(self.private)
         found = private_arrays(n, self.p, candidates, self.runs)
-        if found and self.opts.microkernel:
-            inner = [c for m in walk(n.body) if isinstance(m, For)
-                     for c in [find_contraction(m, self.p, self.exprs.t)] if c is not None]
+        if found:
+            inner = [c for m in walk(n.body) if isinstance(m, For) and (c := self.plan.contractions.get(id(m)))]
             kept = {a.array for c in inner for a in (c.statement.target, *accesses(c.statement.value))}
             if kept & set(found):  # again without them: the budget of local bytes is theirs no more
                 found = private_arrays(n, self.p, candidates, self.runs, contracted=kept)
@@ -336,12 +334,15 @@ class _Printer:
         self.emit(depth, "}")
         self.streamed += stores
 
-    def region_choice(self, n: For, split: Split | None = None) -> RegionChoice:
+    def region_choice(self, n: For, split: Split | None = None, count_trips: bool = True) -> RegionChoice:
         """Whether the parallel loop ``n`` opens a region (see :mod:`.parallel_plan`), its iterations
-        handed out as ``split`` says (default: as the loop's work says); recorded."""
+        handed out as ``split`` says (default: as the loop's work says), its test counting what unevenly
+        split iterations leave idle unless ``count_trips`` is false; recorded."""
         choice = choose_region(n, self.p, self.opts.region_tests)
         if split is not None:
             choice = replace(choice, split=split)
+        if not count_trips:
+            choice = replace(choice, trips=None)
         self.regions.append(choice)
         return choice
 
@@ -363,8 +364,7 @@ class _Printer:
         """A loop run in blocks (:mod:`.seams`): ``n``, the sequential loop or the parallel loop around it,
         in a region whose threads share the blocks, then the deferred instances; the plain loop where the
         region does not open.  Every block gets a thread, so the region's test does not count the trips."""
-        choice = replace(choose_region(n, self.p, self.opts.region_tests), split="static", trips=None)
-        self.regions.append(choice)
+        choice = self.region_choice(n, split="static", count_trips=False)
         self.seamed.append(seams)
         self.outline(depth, lambda inner: inner.seam_phases(n, seams),
                      choice, lambda d: self.lanes_loop(n, d, fence=True))
@@ -381,9 +381,7 @@ class _Printer:
         iterations but the deferred instances of its first ``window`` ones; then, after the ``omp for``'s
         barrier, those instances."""
         seq = n if seams.outer is None else only_loop(n.body)
-        assert seq is not None and (upper := loop_upper(seq)) is not None
-        outer_upper = loop_upper(n)
-        assert outer_upper is not None
+        assert seq is not None and (upper := loop_upper(seq)) is not None and (outer_upper := loop_upper(n)) is not None
         trips = None if seams.outer is None else index_expr(Binary("-", outer_upper, n.lower)).text
         for line in parts_lines(trips):
             self.emit(1, line)

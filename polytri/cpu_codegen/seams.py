@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from ..ir.expr import Binary, Var
 from ..ir.islutil import maps
 from ..pipeline.decisions import Decision
 from ..schedule.dependences import Dependences
@@ -82,10 +81,8 @@ def only_loop(n: Node) -> For | None:
 
 
 def _unit_loop(n: For) -> bool:
-    """A loop of unit step whose condition compares its counter with an upper bound."""
-    c = n.cond
-    return (n.step == 1 and loop_upper(n) is not None and isinstance(c, Binary)
-            and c.lhs == Var(n.var, "iter"))
+    """A loop of unit step whose condition compares its counter with an upper bound (:func:`loop_upper`)."""
+    return n.step == 1 and loop_upper(n) is not None
 
 
 def _window(schedule: isl.UnionMap, deps: Dependences, loop: For) -> tuple[tuple[str, ...], int] | None:
