@@ -27,6 +27,7 @@ from ..schedule.loop_ast import Block, For, If, Node, Run, loop_upper
 from .block_fit import dot_k_block
 from .index_width import MAX_CHUNK
 from .reduction import Contraction, Reduction, SumPlan
+from .store_buffer import StoreBuffer
 from .target import LaunchModel
 from .texpr import TL_TYPES, TritonExprPrinter, array_offset, index_text, user
 
@@ -91,13 +92,6 @@ class KernelPrinter:
         decided before printing."""
         self.index = index
         """The integer type of counters, bounds and offsets: ``int32`` or ``int64`` (see :mod:`.index_width`)."""
-        self.private = private
-        """Temporaries that only this kernel's statements read (see :meth:`flush`)."""
-        self.loaded: set[str] = set()
-        """Arrays this kernel loads from memory (not from a value it stored)."""
-        self.stored: set[str] = set()
-        """Arrays this kernel stores to; ``dropped``: arrays whose stores it found dead (see :meth:`flush`)."""
-        self.dropped: set[str] = set()
         self.spec = spec
         self.t = typer
         self.model = model
@@ -105,17 +99,14 @@ class KernelPrinter:
         self.fp32_dot = fp32_dot
         self.lines: list[str] = []
         self.n = 0
-        self.pending: list[tuple[int, str, str, str | None, str]] = []
-        """Stores not printed yet: (depth, array, pointer, mask, value variable); a later store of the same
-        elements with the same mask makes one dead (epilogues store once)."""
-        self.known: dict[tuple[str, str | None], str] = {}
-        """(pointer, mask) -> variable holding the value last stored there, for loads that follow."""
         self.rank = len(spec.vector)
         self.vec_axis: dict[str, int] = {
             loop.var: i for i, loop in enumerate(spec.chain[len(spec.chain) - self.rank:])}
         self.shape = tuple(spec.vector)
-        written_then_read = {st.target.array for st in program.statements}
-        self.read_arrays = {a.array for st in program.statements for a in st.reads} & written_then_read
+        written = {st.target.array for st in program.statements}
+        self.stores = StoreBuffer(self.emit, private, frozenset(
+            a.array for st in program.statements for a in st.reads if a.array in written))
+        """The held stores and the values later statements read from registers (see :mod:`.store_buffer`)."""
 
     # --- helpers ----------------------------------------------------------------------------------
     def fresh(self, stem: str) -> str:
@@ -138,11 +129,9 @@ class KernelPrinter:
 
         def load(acc: Access) -> str:
             ptr = self.pointer(acc, names, zero, lambda e: printer.conv(e, INT64))
-            known = self.known.get((ptr, mask))
+            known = self.stores.load(acc.array, ptr, mask, lanes=bool(self.rank))
             if known is not None:
                 return known  # the value this program stored there last (an epilogue reads its accumulator)
-            self.loaded.add(acc.array)
-            self.flush(acc.array)
             return f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.load({ptr})"
         printer = TritonExprPrinter(self.t, load, names, bf16_as_f32=self.bf16, index=self.index)
         return printer
@@ -356,42 +345,16 @@ class KernelPrinter:
         self.flush()
 
     def store(self, depth: int, target: Access, value: str, mask: str | None, ctx: _Ctx) -> None:
-        """Store ``value`` (held back until something else needs memory: see :meth:`flush`)."""
-        ptr = self.pointer(target, ctx.names, ctx.zero)
+        """Store ``value``: held back until something else needs memory (see :mod:`.store_buffer`)."""
         v = self.fresh("v")
         self.emit(depth, f"{v} = {value}")
-        same = [p for p in self.pending if p[2] == ptr and p[3] == mask]
-        if same:
-            self.emit(depth, f"# the store of {same[0][4]} is dead: {v} overwrites it")
-        self.pending = [p for p in self.pending if p not in same]
-        self.flush(target.array)  # other stores to the array: they may alias, keep their order
-        self.known = {k: x for k, x in self.known.items() if not k[0].startswith(f"{user(target.array)} + ")}
-        self.pending.append((depth, target.array, ptr, mask, v))
-        self.known[(ptr, mask)] = v
+        self.stores.store(depth, target.array, self.pointer(target, ctx.names, ctx.zero), mask, v,
+                          lanes=bool(self.rank))
 
-    def flush(self, array: str | None = None, forget: bool = True, final: bool = False) -> None:
-        """Print the pending stores (of ``array`` only, if given), in order; ``forget`` the stored values
-        (at the boundaries of Python blocks, where variables go out of scope or memory changes).  At the
-        end of the kernel (``final``), a store to a temporary that only this kernel's statements read,
-        none of them from memory (every read took the value this program stored: an epilogue reading its
-        product's accumulator), is dead: no one reads the array, so it is not written."""
-        keep = []
-        for depth, arr, ptr, mask, v in self.pending:
-            if array is not None and arr != array:
-                keep.append((depth, arr, ptr, mask, v))
-                continue
-            if final and arr in self.private and arr not in self.loaded:
-                self.emit(depth, f"# the store of {v} is dead: temporary {arr} is read only here, from registers")
-                self.dropped.add(arr)
-                continue
-            self.stored.add(arr)
-            self.emit(depth, f"tl.store({ptr}, {v}, mask={mask})" if mask else f"tl.store({ptr}, {v})")
-            if arr in self.read_arrays and self.rank:
-                # another lane (thread) may read this element next: make the store visible to the program
-                self.emit(depth, "tl.debug_barrier()")
-        self.pending = keep
-        if array is None and forget:
-            self.known.clear()
+    def flush(self, array: str | None = None, final: bool = False) -> None:
+        """Print the held stores (of ``array`` only); with no ``array``, the end of a straight-line stretch
+        (:meth:`.StoreBuffer.flush`)."""
+        self.stores.flush(array, lanes=bool(self.rank), final=final)
 
     def run(self, n: Run, depth: int, ctx: _Ctx) -> None:
         st = self.p.statement(n.statement)
@@ -544,7 +507,7 @@ class KernelPrinter:
             else:
                 guard = self.loop_guard(loop, names)
             self.emit_mask(depth + 1, tmask, f"{valid} & {guard}")
-            self.loaded.add(operand.array)
+            self.stores.loaded_tile(operand.array)
             self.emit(depth + 1, f"{tile} = tl.load({ptr}, mask={tmask}, other=0)")
             tiles.append(tile if pr.tl_type(self.dtype(operand.array)) == op_t else f"{tile}.to({op_t})")
         precision = f", input_precision=\"{self.fp32_dot}\"" if con.operand.kind == "f" and con.operand.bits >= 32 else ""

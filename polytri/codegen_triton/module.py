@@ -83,7 +83,7 @@ def generate_module(program: Program, ast: Node, schedule: Schedule, model: Laun
                               sums=plan(launch.spec.chain, launch.spec.body))
                 for launch in planner.launches]
     kernels = [p.source() for p in printers]
-    unstored = set().union(*(p.dropped for p in printers)) - set().union(*(p.stored for p in printers))
+    unstored = set().union(*(p.stores.dropped for p in printers)) - set().union(*(p.stores.stored for p in printers))
     parts = [_HEADER.format(name=program.name, target=target), HELPERS, *kernels, host]
     return "\n\n".join(p.strip("\n") + "\n" for p in parts), planner.launches, frozenset(unstored)
 
