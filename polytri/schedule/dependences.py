@@ -44,6 +44,13 @@ class Dependences:
         for it some fifty times)."""
         return self.flow.union(self.anti).union(self.output).coalesce()
 
+    @functools.cached_property
+    def verdicts(self) -> dict[str, bool]:
+        """Whether each schedule checked against these dependences is legal, by the text of its map
+        (:func:`polytri.schedule.legality.is_legal`): the passes of one compilation check some schedules
+        again (the GPU's candidates each prove the input order), and isl answers once."""
+        return {}
+
     def __str__(self) -> str:
         return f"flow:   {self.flow}\nanti:   {self.anti}\noutput: {self.output}"
 

@@ -36,8 +36,13 @@ def violations(schedule: isl.UnionMap, deps: Dependences) -> isl.UnionMap:
 
 
 def is_legal(schedule: isl.UnionMap, deps: Dependences) -> bool:
-    """Whether every dependence goes forward in time (source strictly before target)."""
-    return violations(schedule, deps).is_empty()
+    """Whether every dependence goes forward in time (source strictly before target); decided once per
+    schedule and dependences (:attr:`.Dependences.verdicts`)."""
+    key = str(schedule)
+    verdict = deps.verdicts.get(key)
+    if verdict is None:
+        verdict = deps.verdicts[key] = violations(schedule, deps).is_empty()
+    return verdict
 
 
 def prove_legal(schedule: isl.UnionMap, deps: Dependences, *, what: str) -> None:

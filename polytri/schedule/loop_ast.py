@@ -219,7 +219,23 @@ def build_loop_ast(program: Program, schedule: Schedule, deps: Dependences | Non
     (:func:`guarded_in_innermost`), scan that loop's dimension with isl's ``separate`` option instead: the
     loop is split into pieces over which the set of statements it runs does not change, so no piece
     branches per iteration and each can vectorize.  The split AST is kept while it runs statements in at
-    most :data:`SEPARATION_GROWTH` times as many places."""
+    most :data:`SEPARATION_GROWTH` times as many places.
+
+    Built once per program, schedule (its map and parallel flags), ``deps`` and ``separate_guards``: the
+    program's memo keeps the AST, so the passes of one compilation that ask again for a schedule they
+    share (the chosen candidate, the input order) get the same tree."""
+    memo: dict[tuple[str, tuple[bool, ...], bool], tuple[Dependences | None, Node]] = program._memo("loop_ast", dict)
+    key = (str(schedule.map), tuple(schedule.parallel), separate_guards)
+    found = memo.get(key)
+    if found is not None and found[0] is deps:
+        return found[1]
+    ast = _scan(program, schedule, deps, separate_guards)
+    memo[key] = (deps, ast)
+    return ast
+
+
+def _scan(program: Program, schedule: Schedule, deps: Dependences | None, separate_guards: bool) -> Node:
+    """:func:`build_loop_ast`, not memoized."""
     build = isl.AstBuild.from_context(program.context)
     sched = schedule.map.intersect_domain(program.domain)
     convert = _Converter(set(program.params), schedule, deps)
