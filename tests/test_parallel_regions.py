@@ -286,7 +286,7 @@ def test_a_region_over_few_iterations_needs_more_work(work: float, trips: float,
 
 @pytest.mark.parametrize("name, want", [
     ("cholesky", {"dynamic"}),   # a wavefront of tiles whose k range grows with the column tile
-    ("syrk", {"dynamic"}),       # the rows of a triangle
+    ("syr2k", {"dynamic"}),      # the rows of a triangle
     ("gemm", {"static"}),        # tiles of equal work (a partial tile at the edge does not count)
     ("jacobi_2d", {"static"}),
 ])

@@ -31,8 +31,8 @@ def _auto(name: str):
                                         vector_loops=True)
 
 
-def test_syrk_is_tiled_above_the_cache_only() -> None:
-    prog, (sched, decisions, ast) = _auto("syrk")
+def test_syr2k_is_tiled_above_the_cache_only() -> None:
+    prog, (sched, decisions, ast) = _auto("syr2k")
     assert isinstance(ast, If) and sched.origin == "pluto" and sched.alternative is not None
     assert (sched.alternative.origin, sched.alternative.condition) == ("pluto+tiled", "size")
     assert sched.label == "pluto/pluto+tiled by size"
@@ -61,7 +61,7 @@ def test_row_sweeps_and_packed_contractions_are_not_versioned(name: str) -> None
         assert loop_reuse(prog, ast) == []
 
 
-@pytest.mark.parametrize("name", ["syrk", "trmm", "covariance"])
+@pytest.mark.parametrize("name", ["syr2k", "trmm", "covariance"])
 def test_the_tiled_version_is_right(name: str, monkeypatch: pytest.MonkeyPatch, suite_kernel_agrees) -> None:
     # a 64-byte "cache" makes the tiled version run at test sizes
     monkeypatch.setattr(choose, "cache_sizes", lambda: {1: 64, 2: 64, 3: 64})
@@ -94,15 +94,15 @@ def test_each_schedule_of_a_versioned_kernel_is_a_function_of_its_own() -> None:
     inside the function that also held its tiled version, nussinov's tiled loops 2.7x slower when gcc
     inlined both versions into the kernel's function): each is a function of its own in the built library
     too, not inlined; strict warnings hold."""
-    k = pt.compile(KERNELS["syrk"].build(), options={"cflags": "-Wall -Wextra -Werror"})
+    k = pt.compile(KERNELS["syr2k"].build(), options={"cflags": "-Wall -Wextra -Werror"})
     assert k.schedule_info.alternative is not None
     src = k.source
-    main = src[src.rindex("\nvoid pt_syrk("):]
-    assert "static void pt_syrk_v0(" in src and "static void pt_syrk_v1(" in src
-    assert "pt_syrk_v0(" in main and "pt_syrk_v1(" in main and "for (" not in main
+    main = src[src.rindex("\nvoid pt_syr2k("):]
+    assert "static void pt_syr2k_v0(" in src and "static void pt_syr2k_v1(" in src
+    assert "pt_syr2k_v0(" in main and "pt_syr2k_v1(" in main and "for (" not in main
     if shutil.which("nm"):
         symbols = subprocess.run(["nm", str(k.library)], capture_output=True, text=True, check=True).stdout.split()
-        assert "pt_syrk_v0" in symbols and "pt_syrk_v1" in symbols
+        assert "pt_syr2k_v0" in symbols and "pt_syr2k_v1" in symbols
 
 
 def _loops(n):

@@ -49,6 +49,7 @@ from .contraction_model import Contraction, describe
 from .dot_product import integer_dot
 from .microkernel import micro_kernel
 from .packing import contraction_lines
+from .row_columns import row_columns
 
 Bounds = dict[str, tuple[Expr, Expr]]
 """``[lower, upper)`` of iterators, by name."""
@@ -208,16 +209,19 @@ Constraints = list[tuple[isl.Constraint, Expr, set[str]]]
 """Constraints of a domain, each with its condition and the iterators it involves (:func:`_constraint`)."""
 
 
-def _sorted_constraints(constraints: Constraints, a: str, batch: tuple[str, ...]
-                        ) -> tuple[list[Expr], list[tuple[Expr, isl.Constraint]], list[Expr]] | None:
+def _sorted_constraints(constraints: Constraints, a: str, b: str, batch: tuple[str, ...]
+                        ) -> tuple[list[Expr], list[tuple[Expr, isl.Constraint]], list[Expr], list[Expr]] | None:
     """The conditions on the rows ``a`` alone, the others on more than the ``batch`` iterators (with their
-    constraints), and those on ``batch`` alone; ``None`` when a constraint on ``a`` involves another
-    iterator (not a box of rows)."""
+    constraints), those on ``batch`` alone, and those on the rows and the columns ``b`` together (a
+    triangle: :mod:`.row_columns`); ``None`` when a constraint on ``a`` involves another iterator."""
     rows: list[Expr] = []
     kept: list[tuple[Expr, isl.Constraint]] = []
     on_batch: list[Expr] = []
+    triangle: list[Expr] = []
     for c, cond, used in constraints:
-        if a in used:
+        if used == {a, b}:
+            triangle.append(cond)
+        elif a in used:
             if used != {a}:
                 return None  # rows that depend on another iterator: not a box of rows
             rows.append(cond)
@@ -225,14 +229,15 @@ def _sorted_constraints(constraints: Constraints, a: str, batch: tuple[str, ...]
             on_batch.append(cond)
         else:
             kept.append((cond, c))
-    return rows, kept, on_batch
+    return rows, kept, on_batch, triangle
 
 
 def _domain_bounds(st: Statement, program: Program, bset: isl.BasicSet, dom: isl.Set,
-                   constraints: Constraints) -> Bounds | None:
+                   constraints: Constraints, whole: tuple[str, ...] = ()) -> Bounds | None:
     """``[lower, upper)`` of each iterator of ``st``: from the constraints on that iterator alone where they
     bound it (a convolution's ``0 <= kh < 3``, not the ``0 <= oh + kh - 1`` that would make it piecewise
-    in the image's height), else from ``dom``; ``None`` when a bound is piecewise."""
+    in the image's height), else, and for the iterators ``whole``, from ``dom``; ``None`` when a bound is
+    piecewise."""
     alone = isl.BasicSet.universe(bset.get_space())
     for c, _, used in constraints:
         if len(used) <= 1:
@@ -241,7 +246,7 @@ def _domain_bounds(st: Statement, program: Program, bset: isl.BasicSet, dom: isl
     build = isl.AstBuild.from_context(program.context)
     bounds: Bounds = {}
     for pos, it in enumerate(st.iterators):
-        src = alone_set if alone_set.dim_is_bounded(isl.dim_type.set, pos) else dom
+        src = alone_set if it not in whole and alone_set.dim_is_bounded(isl.dim_type.set, pos) else dom
         lo, hi = src.dim_min(pos), src.dim_max(pos)
         if lo.n_piece() != 1 or hi.n_piece() != 1:
             return None
@@ -316,18 +321,25 @@ def find_domain_contraction(st: Statement, program: Program, typer: Typer) -> Co
         return None
     params = set(program.params)
     constraints = [(c, *_constraint(c, params)) for c in bset.get_constraints()]
-    sorted_ = _sorted_constraints(constraints, form.a, batch)
-    bounds = None if sorted_ is None else _domain_bounds(st, program, bset, dom, constraints)
+    sorted_ = _sorted_constraints(constraints, form.a, form.b, batch)
+    # a triangle's rows: those with columns (the strict lower triangle has none in its first row)
+    bounds = None if sorted_ is None else _domain_bounds(st, program, bset, dom, constraints,
+                                                         (form.a,) if sorted_[3] else ())
     if sorted_ is None or bounds is None:
         return None
-    rows, kept, on_batch = sorted_
+    rows, kept, on_batch, triangle = sorted_
     boxes = _Boxes(st, program, bounds)
-    full = boxes.box(rows + on_batch, (form.b, *k))
+    full = boxes.box(rows + on_batch + triangle, (form.b, *k))
     dom = dom.intersect_params(program.context)
     if not _writes_whole_box(st, full, dom, k):
         return None  # some target element of the box is never written
     padded = not full.is_subset(dom)
     guard = _guard(full, kept)
+    columns = None
+    if triangle:
+        columns = _triangle_columns(st, program, form, bounds, boxes, rows, triangle, batch, padded)
+        if columns is None:
+            return None
     # L is read on its box of rows and sums, whatever the batch points: by the finiteness check and
     # when its panels are packed once for all batch points
     by_batch = bool(var_names(form.left, "iter") & set(batch))
@@ -338,7 +350,24 @@ def find_domain_contraction(st: Statement, program: Program, typer: Typer) -> Co
                        guard=_conjunction(guard) if padded else None,
                        batch_guard=_conjunction(on_batch), padded=padded,
                        pack_l_once=bool(batch) and not by_batch and l_in_bounds, left=form.left, right=form.right,
-                       op=form.op, dtype=d, row_subscript=form.row_subscript)
+                       op=form.op, dtype=d, row_subscript=form.row_subscript, columns=columns)
+
+
+def _triangle_columns(st: Statement, program: Program, form: ContractionForm, bounds: Bounds, boxes: _Boxes,
+                      rows: list[Expr], triangle: list[Expr], batch: tuple[str, ...], padded: bool
+                      ) -> tuple[Expr, Expr] | None:
+    """The columns of each row (:func:`.row_columns.row_columns`) of a contraction whose domain bounds its
+    columns by its rows, or ``None``: not with batch iterators or zero-padded panels, and only where ``L``
+    on the rows and sums, ``R`` on the columns' range and sums, and the target on the rows by the columns'
+    range are in bounds (the panels are packed, and a block across the triangle's edge is read, whole)."""
+    a, b = form.a, form.b
+    sums = tuple(it for it in st.iterators if it not in (a, b))
+    if batch or padded or not (boxes.in_bounds(form.left, boxes.box(rows, sums))
+                               and boxes.in_bounds(form.right, boxes.box([], (b, *sums)))
+                               and boxes.in_bounds(st.target, boxes.box(rows, (b,)))):
+        return None
+    within: list[Expr] = [Binary(">=", Var(a, "iter"), bounds[a][0]), Binary("<", Var(a, "iter"), bounds[a][1])]
+    return row_columns(st, program, a, b, bounds[b], rows + within, triangle)
 
 
 __all__ = ["WHOLE_L_BYTES", "Blocking", "Contraction", "blocking", "contraction_lines", "describe",

@@ -25,6 +25,8 @@ def zero_init_fuses(init: Statement, c: Contraction, program: Program) -> bool:
     and every sum has at least one term (constant, positive extents of ``k``), so the nest writes each of
     them even where it runs its fallback loops."""
     st = c.statement
+    if c.columns is not None:
+        return False  # a triangle's blocks across the edge load the target
     v = init.value.value if isinstance(init.value, Const) else None
     # +0 only: the registers start at +0, and -0 + -0 is -0 where +0 + -0 is +0
     if v is None or v != 0 or math.copysign(1.0, v) < 0 or init.target.array != st.target.array:
@@ -47,8 +49,8 @@ def epilogue_iterators(e: Statement, c: Contraction, program: Program) -> tuple[
     writes no array the nest reads and reads no other element of its own target; and its instances are
     exactly the elements of the nest's box, which the nest all writes (isl): every register block then
     runs ``e`` on all of its elements, and nothing else runs ``e``."""
-    if c.fixed:
-        return None
+    if c.fixed or c.columns is not None:
+        return None  # a triangle's register blocks hold elements outside it
     tgt = c.statement.target
     at = _target_index(e, tgt.array)
     if at is None or not _apart_from_nest(e, c.statement):

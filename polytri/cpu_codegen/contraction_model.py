@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ..dtypes import DType
 from ..ir.affine import const_value, linear
 from ..ir.expr import Access, Expr, var_names
+from ..ir.printer import expr_to_str
 from ..ir.program import Statement
 from ..pipeline.decisions import Decision
 from .blocking import vector_bytes
@@ -67,6 +68,10 @@ class Contraction:
     dot: DotProduct | None = None
     """The factors are narrow stored values that the micro-kernel sums with this dot-product instruction,
     from panels of the stored values (:mod:`.dot_product`); ``None``: panels of the nest's type."""
+    columns: tuple[Expr, Expr] | None = None
+    """Of a target whose columns depend on the row (a triangle, :mod:`.row_columns`): ``[lower, upper)`` of
+    the columns of row :attr:`a`, in ``a`` and the parameters; ``None``: every row has the columns of
+    :attr:`bounds`."""
 
 
 TRANSPOSE_BLOCK_BYTES = 4096
@@ -171,6 +176,9 @@ def describe(c: Contraction) -> Decision:
     batch = f", looping over {', '.join(c.batch)}" if c.batch else ""
     pad = ", zero-padded panels" if c.padded else ""
     init = ", its zero init folded in" if c.zero_init else ""
+    if c.columns is not None:
+        init += (f", columns {expr_to_str(c.columns[0])} <= {c.b} < {expr_to_str(c.columns[1])} of each row "
+                 "(blocks across the edge in a tile)")
     epi = f", {c.epilogue.name} run on each block as its sums complete" if c.epilogue is not None else ""
     dot = "" if c.dot is None else f" summing the stored values {c.dot.k_step} at a time with {c.dot.instruction}"
     kb = transpose_block(c)
@@ -185,7 +193,8 @@ def describe(c: Contraction) -> Decision:
     return Decision("codegen", "contraction", c.statement.name, text,
                     {"block": (b.mr, b.nr), "kc": b.kc, "nc": b.nc,
                      "instruction": None if c.dot is None else c.dot.instruction, "transpose_block": kb,
-                     "transpose_squares": lanes, "left_unit": None if units is None else units[0]})
+                     "transpose_squares": lanes, "left_unit": None if units is None else units[0],
+                     "columns": None if c.columns is None else tuple(expr_to_str(e) for e in c.columns)})
 
 
 __all__ = ["LEFT_UNITS", "TRANSPOSE_BLOCK_BYTES", "Contraction", "describe", "few_columns", "left_units", "right_along_k", "transpose_block",

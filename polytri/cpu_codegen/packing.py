@@ -179,23 +179,67 @@ class _NestPrinter:
         # on 128x128: 1.00 ms by rows, 1.16 ms by columns; the MLP of benchmarks/torch_cpu.py: 5 to 9 % faster).
         by_cols = (f"!pt__by_batch && pt__nt > 1 && pt__bn / pt__nt + pt__an * ((pt__bn / pt__nt + {b.nc - 1}) / "
                    f"{b.nc}) < pt__bn + pt__an / pt__nt * ((pt__bn + {b.nc - 1}) / {b.nc})"
-                   if len(c.k) == 1 and _matrix(c.right, c.k[0], c.b) else "0")
+                   if len(c.k) == 1 and _matrix(c.right, c.k[0], c.b) and c.columns is None else "0")
         self.out(1, ("const int64_t pt__nt = omp_get_num_threads(), pt__me = omp_get_thread_num();" if threads
                      else "const int64_t pt__nt = 1, pt__me = 0;"),
                  "const int pt__by_batch = pt__zn >= pt__nt;  /* threads share the batch points, else rows or columns */",
                  "const int64_t pt__an = pt__max_int64_t(0, pt__a1 - pt__a0), pt__bn = pt__max_int64_t(0, pt__bg1 - pt__bg0);",
                  f"const int pt__by_cols = {by_cols};",
                  f"const int64_t pt__blocks = (pt__an + {b.mr - 1}) / {b.mr}, pt__bblocks = (pt__bn + {b.nr - 1}) / {b.nr};",
-                 "const int64_t pt__lo = pt__by_batch || pt__by_cols ? pt__a0 : "
-                 f"pt__a0 + pt__blocks * pt__me / pt__nt * {b.mr};",
-                 "const int64_t pt__hi = pt__by_batch || pt__by_cols ? pt__a1 : "
-                 f"pt__min_int64_t(pt__a1, pt__a0 + pt__blocks * (pt__me + 1) / pt__nt * {b.mr});",
+                 *(self.rows_by_columns() if c.columns is not None else (
+                     "const int64_t pt__lo = pt__by_batch || pt__by_cols ? pt__a0 : "
+                     f"pt__a0 + pt__blocks * pt__me / pt__nt * {b.mr};",
+                     "const int64_t pt__hi = pt__by_batch || pt__by_cols ? pt__a1 : "
+                     f"pt__min_int64_t(pt__a1, pt__a0 + pt__blocks * (pt__me + 1) / pt__nt * {b.mr});")),
                  f"const int64_t pt__b0 = !pt__by_cols ? pt__bg0 : pt__bg0 + pt__bblocks * pt__me / pt__nt * {b.nr};",
                  "const int64_t pt__b1 = !pt__by_cols ? pt__bg1 : "
                  f"pt__min_int64_t(pt__bg1, pt__bg0 + pt__bblocks * (pt__me + 1) / pt__nt * {b.nr});",
                  "const int64_t pt__zlo = pt__by_batch ? pt__zn * pt__me / pt__nt : 0;",
                  "const int64_t pt__zhi = pt__by_batch ? pt__zn * (pt__me + 1) / pt__nt : pt__zn;",
                  "if (pt__lo < pt__hi && pt__kn > 0 && pt__b0 < pt__b1 && pt__zlo < pt__zhi) {")
+
+    def row_range(self, row: str, lo: str, hi: str) -> list[str]:
+        """``lo = ...; hi = ...;``: the columns ``[lo, hi)`` of row ``row`` of a triangle
+        (:attr:`~.contraction_model.Contraction.columns`) within ``[pt__bg0, pt__bg1)``, the variables declared
+        before."""
+        c = self.c
+        assert c.columns is not None
+        binds = self.bind({**self.zenv, c.a: row}, c.columns)
+        first, last = (index_expr(e).text for e in c.columns)
+        body = [f"{lo} = pt__max_int64_t(pt__bg0, {first});", f"{hi} = pt__min_int64_t(pt__bg1, {last});"]
+        return ["{", *("  " + x for x in binds + body), "}"] if binds else body
+
+    def rows_by_columns(self) -> list[str]:
+        """The thread's rows ``[pt__lo, pt__hi)`` of a triangle: whole blocks of ``MR`` rows, shared by the
+        number of columns they hold (even shares of the rows would give the last thread most of the work)."""
+        mr = self.b.mr
+        count = ["int64_t pt__cl, pt__ch;", *self.row_range("pt__fa", "pt__cl", "pt__ch"),
+                 "pt__work += pt__max_int64_t(0, pt__ch - pt__cl);"]
+        return ["int64_t pt__lo = pt__a1, pt__hi = pt__a1, pt__total = 0, pt__work = 0;",
+                "for (int64_t pt__fa = pt__a0; pt__fa < pt__a1; pt__fa++) {", *("  " + x for x in count), "}",
+                "pt__total = pt__work, pt__work = 0;",
+                f"for (int64_t pt__ic = pt__a0; pt__ic < pt__a1; pt__ic += {mr}) {{",
+                "  const int64_t pt__owner = pt__by_batch || pt__total == 0 ? pt__me : "
+                "pt__min_int64_t(pt__nt - 1, pt__work * pt__nt / pt__total);",
+                "  if (pt__owner == pt__me && pt__lo == pt__a1) pt__lo = pt__ic;",
+                f"  if (pt__owner == pt__me) pt__hi = pt__min_int64_t(pt__a1, pt__ic + {mr});",
+                f"  for (int64_t pt__fa = pt__ic; pt__fa < pt__min_int64_t(pt__a1, pt__ic + {mr}); pt__fa++) {{",
+                *("    " + x for x in count), "  }", "}"]
+
+    def block_columns(self, depth: int) -> None:
+        """Of a triangle, the columns of each row of the block (``pt__cl``, ``pt__ch``), their union
+        ``[pt__ul, pt__uh)`` and their intersection ``[pt__il, pt__ih)``; the block is skipped when none of
+        its columns is in this panel's."""
+        mr = self.b.mr
+        self.out(depth, f"int64_t pt__cl[{mr}], pt__ch[{mr}], pt__ul = INT64_MAX, pt__uh = INT64_MIN, "
+                        "pt__il = INT64_MIN, pt__ih = INT64_MAX;",
+                 "for (int64_t pt__r = 0; pt__r < pt__mr; pt__r++) {")
+        self.out(depth + 1, *self.row_range("pt__ic + pt__r", "pt__cl[pt__r]", "pt__ch[pt__r]"),
+                 "pt__il = pt__max_int64_t(pt__il, pt__cl[pt__r]), pt__ih = pt__min_int64_t(pt__ih, pt__ch[pt__r]);",
+                 "if (pt__cl[pt__r] < pt__ch[pt__r])",
+                 "  pt__ul = pt__min_int64_t(pt__ul, pt__cl[pt__r]), pt__uh = pt__max_int64_t(pt__uh, pt__ch[pt__r]);")
+        self.out(depth, "}",
+                 "if (pt__uh <= pt__jc || pt__ul >= pt__jc + pt__nc) continue;  /* no column of the block here */")
 
     def panels(self) -> None:
         """The panel buffers of ``R`` and ``L`` (none under the test hook ``PT_NO_PANELS``)."""
@@ -381,7 +425,10 @@ class _NestPrinter:
         c, b, t = self.c, self.b, self.lt
         self.out(6,
                  f"for (int64_t pt__ic = pt__lo; pt__ic < pt__hi; pt__ic += {b.mr}) {{",
-                 f"  const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);",
+                 f"  const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);")
+        if c.columns is not None:
+            self.block_columns(7)
+        self.out(6,
                  f"  const {t} *pt__apk = pt__aw ? pt__aw + ((pt__ic - pt__lo) / {b.mr} * {self.grouped('pt__kn')} + "
                  f"pt__pc) * {b.mr} : pt__ap;",
                  "  if (!pt__aw) {")
@@ -434,12 +481,29 @@ class _NestPrinter:
         load = "pt__pc > 0" if c.zero_init else "1"  # the first block of k starts at zero when the nest inits
         st = c.statement
         bp = f"pt__bp + pt__jr * {self.grouped('pt__kc')}"
+        calls = [f"if (pt__mr == {b.mr} && pt__nr == {b.nr}) "
+                 f"pt__ukernel_{kern}(pt__kc, pt__apk, {bp}, pt__c, {self.ldc}, {load});",
+                 f"else pt__uedge_{kern}(pt__kc, pt__apk, {bp}, pt__c, {self.ldc}, pt__mr, "
+                 f"pt__nr, {load});"]
+        if c.columns is not None:
+            self.out(8, "const int64_t pt__j0 = pt__jc + pt__jr;",
+                     "if (pt__j0 >= pt__uh || pt__j0 + pt__nr <= pt__ul) continue;  /* outside the triangle */")
+            calls = [
+                "if (pt__j0 >= pt__il && pt__j0 + pt__nr <= pt__ih) {  /* inside the triangle */",
+                *("  " + x for x in calls),
+                "} else {  /* across its edge: in a tile, of which only the triangle's elements are stored */",
+                f"  {t} pt__ct[{b.mr * b.nr}];",
+                "  for (int64_t pt__r = 0; pt__r < pt__mr; pt__r++)",
+                "    for (int64_t pt__q = 0; pt__q < pt__nr; pt__q++)",
+                f"      pt__ct[pt__r * {b.nr} + pt__q] = pt__c[pt__r * ({self.ldc}) + pt__q];",
+                f"  pt__uedge_{kern}(pt__kc, pt__apk, {bp}, pt__ct, {b.nr}, pt__mr, pt__nr, {load});",
+                "  for (int64_t pt__r = 0; pt__r < pt__mr; pt__r++)",
+                "    for (int64_t pt__q = 0; pt__q < pt__nr; pt__q++)",
+                "      if (pt__j0 + pt__q >= pt__cl[pt__r] && pt__j0 + pt__q < pt__ch[pt__r])",
+                f"        pt__c[pt__r * ({self.ldc}) + pt__q] = pt__ct[pt__r * {b.nr} + pt__q];",
+                "}"]
         self.scoped(8, {**self.zenv, c.a: "pt__ic", c.b: "pt__jc + pt__jr"}, (st.target,),
-                    [f"{t} *pt__c = &{self.ref(st.target)};",
-                     f"if (pt__mr == {b.mr} && pt__nr == {b.nr}) "
-                     f"pt__ukernel_{kern}(pt__kc, pt__apk, {bp}, pt__c, {self.ldc}, {load});",
-                     f"else pt__uedge_{kern}(pt__kc, pt__apk, {bp}, pt__c, {self.ldc}, pt__mr, "
-                     f"pt__nr, {load});"])
+                    [f"{t} *pt__c = &{self.ref(st.target)};", *calls])
 
     def fallback(self) -> None:
         """Without panels, or with a value of ``L`` that is not finite: the statement in plain loops, ``k``
@@ -451,9 +515,13 @@ class _NestPrinter:
         if c.zero_init:
             self.out(5, "for (int64_t pt__fb = pt__b0; pt__fb < pt__b1; pt__fb++)")
             self.scoped(6, {**self.zenv, c.a: "pt__fa", c.b: "pt__fb"}, (st.target,), [f"{self.ref(st.target)} = 0;"])
+        b0, b1 = "pt__b0", "pt__b1"
+        if c.columns is not None:
+            b0, b1 = "pt__cl", "pt__ch"
+            self.out(5, "int64_t pt__cl, pt__ch;", *self.row_range("pt__fa", "pt__cl", "pt__ch"))
         self.out(5, "for (int64_t pt__kf = 0; pt__kf < pt__kn; pt__kf++) {")
         self.unflatten(6, c.k, "pt__k", "pt__kf")
-        self.out(6, "for (int64_t pt__fb = pt__b0; pt__fb < pt__b1; pt__fb++) {")
+        self.out(6, f"for (int64_t pt__fb = {b0}; pt__fb < {b1}; pt__fb++) {{")
         stmt = self.assign({**self.zenv, **self.kenv, c.a: "pt__fa", c.b: "pt__fb"})
         if self.guard:
             self.scoped(7, {**self.zenv, **self.kenv, c.b: "pt__fb"}, self.guard,
