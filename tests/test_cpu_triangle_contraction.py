@@ -89,7 +89,7 @@ def test_the_columns_of_each_row_are_read_from_the_domain() -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-@pytest.mark.parametrize(("lower", "upper"), [("0", "i + 1"), ("i", "N"), ("0", "i - 5")])
+@pytest.mark.parametrize(("lower", "upper"), [("0", "i + 1"), ("i", "N"), ("0", "i - 5"), ("2 * i", "N"), ("0", "N - i")])
 def test_triangles_and_bands_equal_the_loops(lower: str, upper: str, threads: int) -> None:
     prog = _triangle(lower, upper)
     for sizes in ({"N": 37, "M": 19}, {"N": 3, "M": 2}, {"N": 300, "M": 290}):  # 256 x 256 panels: two each
