@@ -106,6 +106,6 @@ def test_float32_and_the_fallback_loops_equal_the_loops() -> None:
 
 def test_syrk_runs_its_sums_on_the_micro_kernel_untiled() -> None:
     from polytri.suite import KERNELS
-    k = pt.compile(KERNELS["syrk"].build(), "cpu")
+    k = pt.compile(KERNELS["syrk"].build(), "cpu", options={"cflags": "-Wall -Wextra -Werror"})
     assert any(d.kind == "contraction" and d.subject == "S1" for d in k.decision_records)
     assert not any(d.kind == "tile-by-size" for d in k.decision_records)  # the micro-kernel blocks for the caches

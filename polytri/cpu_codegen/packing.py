@@ -183,9 +183,11 @@ class _NestPrinter:
         self.out(1, ("const int64_t pt__nt = omp_get_num_threads(), pt__me = omp_get_thread_num();" if threads
                      else "const int64_t pt__nt = 1, pt__me = 0;"),
                  "const int pt__by_batch = pt__zn >= pt__nt;  /* threads share the batch points, else rows or columns */",
-                 "const int64_t pt__an = pt__max_int64_t(0, pt__a1 - pt__a0), pt__bn = pt__max_int64_t(0, pt__bg1 - pt__bg0);",
+                 "const int64_t " + ("pt__an = pt__max_int64_t(0, pt__a1 - pt__a0), " if c.columns is None else "")
+                 + "pt__bn = pt__max_int64_t(0, pt__bg1 - pt__bg0);",
                  f"const int pt__by_cols = {by_cols};",
-                 f"const int64_t pt__blocks = (pt__an + {b.mr - 1}) / {b.mr}, pt__bblocks = (pt__bn + {b.nr - 1}) / {b.nr};",
+                 "const int64_t " + (f"pt__blocks = (pt__an + {b.mr - 1}) / {b.mr}, " if c.columns is None else "")
+                 + f"pt__bblocks = (pt__bn + {b.nr - 1}) / {b.nr};",
                  *(self.rows_by_columns() if c.columns is not None else (
                      "const int64_t pt__lo = pt__by_batch || pt__by_cols ? pt__a0 : "
                      f"pt__a0 + pt__blocks * pt__me / pt__nt * {b.mr};",
@@ -219,8 +221,7 @@ class _NestPrinter:
                 "for (int64_t pt__fa = pt__a0; pt__fa < pt__a1; pt__fa++) {", *("  " + x for x in count), "}",
                 "pt__total = pt__work, pt__work = 0;",
                 f"for (int64_t pt__ic = pt__a0; pt__ic < pt__a1; pt__ic += {mr}) {{",
-                "  const int64_t pt__owner = pt__by_batch || pt__total == 0 ? pt__me : "
-                "pt__min_int64_t(pt__nt - 1, pt__work * pt__nt / pt__total);",
+                "  const int64_t pt__owner = pt__total == 0 ? 0 : pt__min_int64_t(pt__nt - 1, pt__work * pt__nt / pt__total);",
                 "  if (pt__owner == pt__me && pt__lo == pt__a1) pt__lo = pt__ic;",
                 f"  if (pt__owner == pt__me) pt__hi = pt__min_int64_t(pt__a1, pt__ic + {mr});",
                 f"  for (int64_t pt__fa = pt__ic; pt__fa < pt__min_int64_t(pt__a1, pt__ic + {mr}); pt__fa++) {{",
