@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import polytri as pt
 from polytri.cpu_codegen.contraction import Contraction, find_domain_contraction
@@ -109,3 +111,25 @@ def test_syrk_runs_its_sums_on_the_micro_kernel_untiled() -> None:
     k = pt.compile(KERNELS["syrk"].build(), "cpu", options={"cflags": "-Wall -Wextra -Werror"})
     assert any(d.kind == "contraction" and d.subject == "S1" for d in k.decision_records)
     assert not any(d.kind == "tile-by-size" for d in k.decision_records)  # the micro-kernel blocks for the caches
+
+
+_BOUND = st.tuples(st.sampled_from([0, 1, 2]), st.integers(-6, 6)).map(lambda t: f"{t[0]} * i + {t[1]}")
+_FROM_N = st.integers(0, 6).map(lambda c: f"N - i - {c}")
+
+
+def _random_triangle_equals_the_loops(lower: str, upper: str, n: int, m: int, threads: int) -> None:
+    # packed where isl gives one piece per bound, the loops otherwise: equal to them either way
+    _check(_triangle(lower, upper), lower, upper, {"N": n, "M": m}, {"threads": threads})
+
+
+@settings(max_examples=8)
+@given(_BOUND, st.one_of(_BOUND, _FROM_N), st.integers(1, 90), st.integers(1, 40), st.integers(1, 3))
+def test_random_triangles_equal_the_loops(lower: str, upper: str, n: int, m: int, threads: int) -> None:
+    _random_triangle_equals_the_loops(lower, upper, n, m, threads)
+
+
+@pytest.mark.slow
+@settings(max_examples=150)
+@given(_BOUND, st.one_of(_BOUND, _FROM_N), st.integers(1, 300), st.integers(1, 300), st.integers(1, 3))
+def test_random_triangles_fuzz(lower: str, upper: str, n: int, m: int, threads: int) -> None:
+    _random_triangle_equals_the_loops(lower, upper, n, m, threads)

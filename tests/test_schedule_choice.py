@@ -189,3 +189,23 @@ def test_a_wavefront_with_one_tile_per_step_runs_untiled(suite_kernel_agrees):
         np.minimum(path, path[:, m:m + 1] + path[m:m + 1, :], out=path)
     k(**args)
     np.testing.assert_array_equal(args["path"], path)
+
+
+@pytest.mark.parametrize("target", ["cpu", "nvgpu"])
+def test_a_program_whose_instances_are_none_compiles_in_its_order(target: str) -> None:
+    """Bounds that meet nowhere (``0 <= j < -1``): nothing to schedule.  Pluto's result for it had no time
+    dimension but a band of three, and tiling it was an internal error (the original order, with a
+    warning); now the input order, with reason ``empty``, and no warning."""
+    import warnings
+    p = pt.Program("empty", params=["N"])
+    p.array("A", ("N", "N"))
+    with p.loop("i", 0, "N"), p.loop("j", 0, -1):
+        p.assign("A[i, j] = 1.0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        k = pt.compile(p, target=target)
+    assert [d.data["reason"] for d in k.decision_records if d.kind == "original-order"] == ["empty"]
+    if target == "cpu":
+        a = np.zeros((3, 3))
+        k(A=a, N=3)
+        assert not a.any()

@@ -5,8 +5,8 @@ order has (see :func:`choose_schedule`); a scheduler failure or a schedule that 
 falls back to the input order with a warning, never to wrong code.
 
 Each choice is a :class:`~polytri.pipeline.decisions.Decision` of stage ``schedule``: kind
-``original-order`` (``data["reason"]``: ``option``, ``scheduler-error``, ``parallelism-lost``,
-``locality-lost`` or ``guarded-vector-loop``), ``pluto``, ``tiling-dropped`` (the tiled schedule failed
+``original-order`` (``data["reason"]``: ``option``, ``empty`` (no statement instance runs),
+``scheduler-error``, ``parallelism-lost``, ``locality-lost`` or ``guarded-vector-loop``), ``pluto``, ``tiling-dropped`` (the tiled schedule failed
 its proof), ``tile-by-size`` or ``tile-by-count`` (the kernel carries two schedules:
 :class:`~polytri.schedule.schedule.Alternative`), then the scheduler's own
 decisions (``fusion-cut``, ``band-order``, ``tile``, ...), each with its figures in ``data``.
@@ -77,6 +77,9 @@ def choose_schedule(prog: Program, deps: Dependences, kind: str, fuse: str,
     prove_legal(original.map, deps, what=f"{prog.name}: the original order")
     if kind == "original":
         return original, [_original_order(prog, "option", "")], build_loop_ast(prog, original, deps)
+    if prog.domain.is_empty():  # no instance runs (bounds that meet nowhere): nothing to schedule
+        return original, [_original_order(prog, "empty", "no statement instance runs")], \
+            build_loop_ast(prog, original, deps)
     try:
         sched = pluto_schedule(prog, deps, fuse=fuse)
         prove_legal(sched.map, deps, what=f"{prog.name}: the Pluto schedule")

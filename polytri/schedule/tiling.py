@@ -195,8 +195,10 @@ def _point_wavefront(schedule: Schedule, points: Band, deps: Dependences) -> Sch
     non-negative along a permutable band, so ``a + b`` is a legal outer dimension that carries every
     dependence the pair carried, and the new innermost loop runs over independent points: the core
     overlaps their chains.  Kept only when isl shows the new innermost loop parallel."""
+    if points.width < 2:  # one point loop: no pair to skew (a band of one loop, as an empty domain's)
+        return schedule
     a, b = points.dims[-2], points.dims[-1]
-    if schedule.parallel[b] or points.width < 2:
+    if schedule.parallel[b]:
         return schedule
     if not _is_recurrence(schedule.map, deps, b):
         log.info("point loop %d is no recurrence of constant distances: no intra-tile wavefront", b)
