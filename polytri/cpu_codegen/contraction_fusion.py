@@ -26,7 +26,7 @@ def zero_init_fuses(init: Statement, c: Contraction, program: Program) -> bool:
     them even where it runs its fallback loops."""
     st = c.statement
     if c.columns is not None:
-        return False  # a triangle's blocks across the edge load the target
+        return False  # a triangle computes part of its box: the check below compares with the whole box
     v = init.value.value if isinstance(init.value, Const) else None
     # +0 only: the registers start at +0, and -0 + -0 is -0 where +0 + -0 is +0
     if v is None or v != 0 or math.copysign(1.0, v) < 0 or init.target.array != st.target.array:
@@ -50,7 +50,7 @@ def epilogue_iterators(e: Statement, c: Contraction, program: Program) -> tuple[
     exactly the elements of the nest's box, which the nest all writes (isl): every register block then
     runs ``e`` on all of its elements, and nothing else runs ``e``."""
     if c.fixed or c.columns is not None:
-        return None  # a triangle's register blocks hold elements outside it
+        return None  # a triangle computes part of its box: the checks below compare with the whole box
     tgt = c.statement.target
     at = _target_index(e, tgt.array)
     if at is None or not _apart_from_nest(e, c.statement):
