@@ -37,7 +37,7 @@ from .pluto import SchedulingError, pluto_schedule
 from .reuse import Reuse, reuse_exceeding
 from .schedule import Alternative, Schedule, original_schedule
 from .tiling import cache_sizes, tile_schedule
-from .time_tiles import spanning_band, time_tiles
+from .time_tiles import time_tiles
 
 log = logging.getLogger("polytri.schedule")
 
@@ -193,36 +193,24 @@ def _time_tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, plut
                                           tile_size: int | None) -> Chosen:
     """``chosen`` (the input order, kept because Pluto's skewed schedule lost its parallel loops: the
     stencils), or, where a loop of its AST carries reuse that exceeds the L2 cache at the sizes of the
-    call, tiles of Pluto's band, by :func:`_by_size`: the input order run in time tiles of the band
-    (:mod:`.time_tiles`: the tiles' locality, the input order's vector loops; ``data["tiled"] ==
-    "time-tiled"``) where the band has three dimensions (a 2-D stencil), else Pluto's own tiles of a band
-    that every statement runs in (:func:`.time_tiles.spanning_band`; a 3-D stencil, whose time tiles around
-    the input order gained nothing), unless they run some statement with its outermost parallel loop deeper
-    than the input order.  heat-3d at PolyBench's LARGE size: 763 ms in Pluto's tiles against 859 ms in its
-    input order on two threads, 1249 against 1855 on one (docs/scheduler.md).  On the CPU only
+    call, the input order run in time tiles of Pluto's band (:mod:`.time_tiles`: the tiles' locality, the
+    input order's vector loops), by :func:`_by_size` (``data["tiled"] == "time-tiled"``).  On the CPU only
     (``vector_loops``): the GPU's schedules are not tiled by size."""
     sched, _, ast = chosen
     l2 = cache_sizes()[2]
     found = reuse_exceeding(prog, ast, l2)
     if found is None:
         return chosen
-    runs = "the input order runs in time tiles"
     try:
         tiled = time_tiles(sched, pluto, deps, size=tile_size)
-        if tiled is None and spanning_band(pluto, None) is not None:
-            tiled, runs = tile_schedule(prog, pluto, deps, size=tile_size), f"the {pluto.origin}+tiled schedule runs"
         if tiled is None:
             return chosen
-        prove_legal(tiled.map, deps, what=f"{prog.name}: the {tiled.origin} schedule")
+        prove_legal(tiled.map, deps, what=f"{prog.name}: the time-tiled schedule")
     except (IllegalScheduleError, isl.Error) as exc:
-        log.info("%s: no tiled version: %s", prog.name, exc)
+        log.info("%s: no time-tiled version: %s", prog.name, exc)
         return chosen
-    tiled_ast = build_loop_ast(prog, tiled, deps, separate_guards=True)
-    lost = None if tiled.origin == "time-tiled" else _parallelism_lost(prog, tiled_ast, ast)
-    if lost is not None:
-        log.info("%s: no tiled version, because %s", prog.name, lost.text.replace("the Pluto schedule", "the tiled one"))
-        return chosen
-    return _by_size(prog, chosen, tiled, tiled_ast, found, l2, runs, "untiled otherwise",
+    return _by_size(prog, chosen, tiled, build_loop_ast(prog, tiled, deps, separate_guards=True), found, l2,
+                    "the input order runs in time tiles", "untiled otherwise",
                     [under(d, "schedule", "scheduler: ") for d in tiled.decisions])
 
 

@@ -52,13 +52,13 @@ log = logging.getLogger("polytri.tiling")
 SIZES = (8, 32)
 
 
-def spanning_band(pluto: Schedule, width: int | None = 3) -> Band | None:
-    """The band of ``pluto`` with ``width`` dimensions (three: two to tile and one to leave whole; ``None``:
-    any of two or more), when it is its only band of two or more and every statement runs in it: the time
-    dimensions before it are constants equal for all statements.  ``None`` otherwise (another width;
-    statements before or after the stencil's loops)."""
+def spanning_band(pluto: Schedule) -> Band | None:
+    """The band of ``pluto`` with three dimensions (two to tile and one to leave whole), when it is its
+    only band of two or more and every statement runs in it: the time dimensions before it are constants
+    equal for all statements.  ``None`` otherwise (a 3-D stencil; statements before or after the
+    stencil's loops)."""
     wide = [b for b in pluto.bands if b.width >= 2]
-    if len(wide) != 1 or (width is not None and wide[0].width != width):
+    if len(wide) != 1 or wide[0].width != 3:
         return None
     band = wide[0]
     if band.first == 0:
