@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -196,7 +198,6 @@ def test_a_program_whose_instances_are_none_compiles_in_its_order(target: str) -
     """Bounds that meet nowhere (``0 <= j < -1``): nothing to schedule.  Pluto's result for it had no time
     dimension but a band of three, and tiling it was an internal error (the original order, with a
     warning); now the input order, with reason ``empty``, and no warning."""
-    import warnings
     p = pt.Program("empty", params=["N"])
     p.array("A", ("N", "N"))
     with p.loop("i", 0, "N"), p.loop("j", 0, -1):

@@ -26,7 +26,7 @@ def zero_init_fuses(init: Statement, c: Contraction, program: Program) -> bool:
     them even where it runs its fallback loops."""
     st = c.statement
     if c.columns is not None:
-        return False  # a triangle computes part of its box: the check below compares with the whole box
+        return False  # a triangle: the fallback loops would zero each row's columns of the box, not of the triangle
     v = init.value.value if isinstance(init.value, Const) else None
     # +0 only: the registers start at +0, and -0 + -0 is -0 where +0 + -0 is +0
     if v is None or v != 0 or math.copysign(1.0, v) < 0 or init.target.array != st.target.array:
