@@ -14,8 +14,7 @@ from dataclasses import dataclass, replace
 
 from .. import dtypes
 from ..dtypes import INT64
-from ..ir.affine import const_value
-from ..ir.expr import Access, Binary, Expr, Var, accesses, var_names
+from ..ir.expr import Access, Binary, Const, Expr, Var, accesses, substitute, transform, var_names
 from ..ir.indirect import is_indirect_subscript
 from ..ir.program import Program, Statement
 from ..ir.types import program_typer
@@ -32,6 +31,7 @@ from ..schedule.loop_ast import (
     without,
 )
 from ..schedule.tiling import cache_sizes
+from .c_signature import arguments, array_views, signature, slots_entry, unused, vla_bound
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
 from .contraction_model import Contraction, left_units, transpose_lanes
 from .dot_product import dot_blocking
@@ -42,6 +42,7 @@ from .parallel_plan import MIN_WORK, RegionChoice, Split, choose_region, work_te
 from .prelude import prelude
 from .private import local_name, private_arrays
 from .row_pack import rows_kernel
+from .scalar_promotion import Held, Key, element_key, held_elements, holding_lines
 from .seams import Seams, block_lines, only_loop, parts_lines
 from .streaming import StreamedStore, chunk_start, stream_buffer, stream_helpers, streamed_stores
 from .transpose import swapped_pairs_kernel, transpose_kernel
@@ -67,52 +68,6 @@ class CodegenOptions:
     region_tests: bool = True
     """Each parallel region opens only when its work reaches ``pt__min_parallel_work`` (see
     :mod:`.parallel_plan`); otherwise every outermost parallel loop opens one."""
-
-
-def _signature(program: Program) -> list[str]:
-    args = [f"{dtypes.dtype(a.dtype).c_type} *restrict pt_{a.name}" for a in program.arrays]
-    for s in program.scalars:
-        d = dtypes.dtype(s.dtype)
-        args.append(f"{'float' if d.kind == 'f' and d.bits <= 32 else d.c_type} {cname(s.name)}")
-    args += [f"int64_t {cname(p)}" for p in program.params]
-    args += ["int pt__num_threads", f"double {MIN_WORK}"]
-    return args
-
-
-def _arguments(program: Program) -> list[str]:
-    """The kernel function's arguments for its arrays, scalars and parameters, passed on as they are to a
-    function it calls (an outlined region, a version: :func:`_signature`'s names)."""
-    return ([f"pt_{a.name}" for a in program.arrays] + [cname(s.name) for s in program.scalars]
-            + [cname(p) for p in program.params])
-
-
-def _unused(program: Program, counters: list[str]) -> list[str]:
-    """``(void)x;`` for every view, scalar, parameter and counter: a function that leaves one unused
-    still compiles with ``-Wall -Wextra -Werror``."""
-    names = [a.name for a in program.arrays] + [s.name for s in program.scalars] + list(program.params) + counters
-    return [f"(void){cname(n)};" for n in names]
-
-
-def _vla_bound(e: Expr) -> str:
-    """C text of an inner extent as a VLA bound: at least 1."""
-    v = const_value(e)
-    if v is not None:
-        return str(max(v, 1))
-    return call("pt__max_int64_t", index_expr(e), C("1", 16)).text
-
-
-def _array_views(program: Program) -> list[str]:
-    lines = []
-    for a in program.arrays:
-        t = dtypes.dtype(a.dtype).c_type
-        if a.rank == 1:
-            lines.append(f"{t} *restrict {cname(a.name)} = pt_{a.name};")
-        else:
-            # a variable-length array bound must be positive (C11 6.7.6.2): an extent of 0 becomes 1,
-            # harmless because an empty array is never accessed (the bounds checks guarantee it)
-            dims = "".join(f"[{_vla_bound(e)}]" for e in a.shape[1:])
-            lines.append(f"{t} (*restrict {cname(a.name)}){dims} = ({t} (*){dims})pt_{a.name};")
-    return lines
 
 
 class _Printer:
@@ -149,6 +104,10 @@ class _Printer:
         """The loops that may run in blocks (:mod:`.seams`), by the ``id`` of the loop opening their region."""
         self.seamed: list[Seams] = []
         """The loops printed in blocks, in order."""
+        self.held: dict[Key, str] = {}
+        """The elements the loop being printed holds in C locals (:mod:`.scalar_promotion`), by key."""
+        self.env: dict[str, Expr] = {}
+        """The iterators of the statement instance being printed, in loop counters."""
 
     def subscript(self, e: Expr) -> str:
         """A subscript in int64_t: an affine one as an index expression, an indirect one (its values were
@@ -170,6 +129,9 @@ class _Printer:
         self.seamed += inner.seamed
 
     def array_ref(self, acc: Access) -> C:
+        key = element_key(acc, self.env) if self.held else None
+        if key is not None and key in self.held:
+            return C(self.held[key], 16)
         p = self.private.get(acc.array)
         if p is None:
             return C(cname(acc.array) + "".join(f"[{self.subscript(i)}]" for i in acc.index), 16)
@@ -228,7 +190,26 @@ class _Printer:
             return
         if self.opts.simd and n.lanes and canonical:
             self.emit(depth, "#pragma omp simd")
+        elif canonical and not local and n.innermost and not self.held and (
+                held := held_elements(n, self.stmts, 0)):
+            self.holding_loop(n, depth, in_parallel, held)
+            return
         self.plain_loop(n, depth, in_parallel, local, fence=not self.counters)
+
+    def holding_loop(self, n: For, depth: int, in_parallel: bool, held: tuple[Held, ...]) -> None:
+        """An innermost loop with elements held in C locals (:mod:`.scalar_promotion`): loaded before it and
+        stored after it where it runs at least once."""
+        before, after = holding_lines(held, lambda a: dtypes.dtype(self.p.array(a).dtype).c_type,
+                                      lambda e: self.array_ref(e).text)
+        self.emit(depth, f"if ({index_expr(substitute(n.cond, {n.var: n.lower})).text}) {{")
+        for line in before:
+            self.emit(depth + 1, line)
+        self.held = {key: h.local for h in held if (key := element_key(h.element, {})) is not None}
+        self.plain_loop(n, depth + 1, in_parallel, fence=not self.counters)
+        self.held = {}
+        for line in after:
+            self.emit(depth + 1, line)
+        self.emit(depth, "}")
 
     def local_buffers(self, n: For) -> dict[str, int]:
         """The temporaries that can live in buffers local to one iteration of ``n`` (see :mod:`.private`),
@@ -261,7 +242,7 @@ class _Printer:
             return self.statement_lines(c.epilogue, tuple(Var(env[at[it]], "iter") for it in c.epilogue.iterators))
 
         target = self.p.array(st.target.array)
-        ldc = " * ".join(_vla_bound(e) for e in target.shape[c.row_subscript + 1:])
+        ldc = " * ".join(vla_bound(e) for e in target.shape[c.row_subscript + 1:])
         for line in contraction_lines(c, value=lambda e: self.exprs.conv(e, c.dtype).text,
                                       ref=lambda a: self.array_ref(a).text, bind=bind, assign=assign,
                                       ldc=ldc, threads=threads,
@@ -281,7 +262,7 @@ class _Printer:
         if local:
             for array, p in local.items():
                 a = self.p.array(array)
-                dims = "".join(f"[{_vla_bound(e)}]" for k, e in enumerate(a.shape) if k != p) or "[1]"
+                dims = "".join(f"[{vla_bound(e)}]" for k, e in enumerate(a.shape) if k != p) or "[1]"
                 self.emit(depth + 1, f"{dtypes.dtype(a.dtype).c_type} {local_name(array)}{dims} "
                                      f"__attribute__((aligned(64)));  {comment(f'{array}, this iteration')}")
             self.private = outer | local
@@ -431,16 +412,16 @@ class _Printer:
         inner = _Printer(self.p, self.opts, name)
         inner.counters = list(self.counters)
         self.share(inner)
-        for line in _array_views(self.p):
+        for line in array_views(self.p):
             inner.emit(1, line)
-        for line in _unused(self.p, self.counters):
+        for line in unused(self.p, self.counters):
             inner.emit(1, line)
         body(inner)
         self.take(inner)
-        params = _signature(self.p)[:-2] + [f"int64_t {cname(c)}" for c in self.counters]
+        params = signature(self.p)[:-2] + [f"int64_t {cname(c)}" for c in self.counters]
         text = "\n".join(inner.lines)
         self.outlined.append(f"static void {name}({', '.join(params)}) {{\n{text}\n}}\n")
-        args = _arguments(self.p) + [cname(c) for c in self.counters]
+        args = arguments(self.p) + [cname(c) for c in self.counters]
         called = f"{name}({', '.join(args)});"
         if choice.verdict == "runtime":
             self.emit(depth, f"if ({choice.condition()}) {{")
@@ -457,13 +438,18 @@ class _Printer:
         self.emit(depth, called)
 
     def run(self, st: Statement, n: Run, depth: int) -> None:
+        self.env = dict(zip(st.iterators, n.args))
         for line in self.statement_lines(st, n.args):
             self.emit(depth, line)
+        self.env = {}
 
     def statement_lines(self, st: Statement, args: tuple[Expr, ...]) -> list[str]:
         """One instance of ``st``, its iterators given by ``args``, as a C block."""
         redirected = self.stream_to.get(st.name)  # a streamed store: to the chunk's buffer, by loop counter
-        used = var_names(st.value, "iter") | (set() if redirected else var_names(st.target, "iter"))
+        def unheld(e: Expr) -> Expr:  # an element held in a local (:mod:`.scalar_promotion`) reads no iterator
+            return transform(e, lambda n: Const(0) if isinstance(n, Access) and self.held
+                             and element_key(n, self.env) in self.held else None)
+        used = var_names(unheld(st.value), "iter") | (set() if redirected else var_names(unheld(st.target), "iter"))
         binds = [f"const int64_t {cname(it)} = {index_expr(a).text};" for it, a in zip(st.iterators, args)
                  if it in used]
         target = dtypes.dtype(self.p.array(st.target.array).dtype)
@@ -503,9 +489,9 @@ def _prologue(pr: _Printer) -> None:
     pr.emit(1, "const int pt__threads = pt__num_threads > 0 ? pt__num_threads : omp_get_max_threads();"
             " (void)pt__threads;" if pr.opts.openmp else "(void)pt__num_threads;")
     pr.emit(1, f"(void){MIN_WORK};")
-    for line in _array_views(pr.p):
+    for line in array_views(pr.p):
         pr.emit(1, line)
-    for line in _unused(pr.p, []):
+    for line in unused(pr.p, []):
         pr.emit(1, line)
 
 
@@ -518,7 +504,7 @@ def _versions(pr: _Printer, ast: If) -> None:
     ran nussinov's tiled loops 2.7x slower than alone (38.5 against 14.0 ms at N = 500, AMD EPYC, one
     thread; floyd-warshall 74.3 against 55.1 ms)."""
     assert ast.orelse is not None
-    args = _arguments(pr.p) + ["pt__num_threads", MIN_WORK]
+    args = arguments(pr.p) + ["pt__num_threads", MIN_WORK]
     calls = []
     for k, branch in enumerate((ast.then, ast.orelse)):
         version = _Printer(pr.p, pr.opts, f"{pr.function}_v{k}")
@@ -526,7 +512,7 @@ def _versions(pr: _Printer, ast: If) -> None:
         _prologue(version)
         version.node(branch, 1, False)
         pr.outlined += version.outlined
-        pr.outlined.append(f"__attribute__((noinline)) static void {version.function}({', '.join(_signature(pr.p))}) {{\n"
+        pr.outlined.append(f"__attribute__((noinline)) static void {version.function}({', '.join(signature(pr.p))}) {{\n"
                            + "\n".join(version.lines) + "\n}\n")
         pr.take(version)
         pr.regions += version.regions
@@ -553,7 +539,7 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     else:
         _prologue(pr)
         pr.node(ast, 1, False)
-    head = f"void {function}({', '.join(_signature(program))})"
+    head = f"void {function}({', '.join(signature(program))})"
     body = "\n".join(pr.lines)
     banner = comment(f"polytri: program {program.name}, target cpu") + "\n"
     used = {(c.dtype.name, c.op, c.dot) for c in pr.contractions}
@@ -574,22 +560,8 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     for c in pr.contractions:
         if c not in unique:
             unique.append(c)
-    return GeneratedC(f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n{_slots_entry(program, function)}",
+    return GeneratedC(f"{banner}{prelude()}\n{kernels}{outlined}\n{head} {{\n{body}\n}}\n{slots_entry(program, function)}",
                       tuple(unique), frozenset(pr.localized), tuple(pr.regions), tuple(dict.fromkeys(pr.streamed)), tuple(pr.seamed))
-
-
-def _slots_entry(program: Program, function: str) -> str:
-    """``<function>_slots(a, p, threads, work)``: the function on the arrays' addresses ``a`` and the
-    parameters ``p`` in the program's orders, for a caller that runs several kernels in one call
-    (:func:`.graph_driver.driver`); none for a program with scalars, whose values have their own types."""
-    if program.scalars:
-        return ""
-    arrays = [f"pt__a[{k}]" for k in range(len(program.arrays))]
-    params = [f"pt__p[{k}]" for k in range(len(program.params))]
-    return (f"void {function}_slots(void *const *pt__a, const int64_t *pt__p, int pt__num_threads, double {MIN_WORK}) {{\n"
-            f"  (void)pt__a; (void)pt__p;\n"
-            f"  {function}({', '.join([*arrays, *params, 'pt__num_threads', MIN_WORK])});\n"
-            f"}}\n")
 
 
 __all__ = ["CodegenOptions", "GeneratedC", "generate_c"]

@@ -13,7 +13,8 @@ from ..pipeline.decisions import Decision
 from ..pipeline.options import CpuOptions
 from ..pipeline.target import Target
 from ..schedule.choose import choose_schedule
-from ..schedule.dependences import Dependences
+from ..schedule.dependences import Dependences, scratch_arrays
+from ..schedule.jam import jam_chains
 from ..schedule.loop_ast import If, Node
 from ..schedule.schedule import Schedule
 from .build import (
@@ -48,12 +49,18 @@ class CpuTarget(Target):
     def schedule(self, program: Program, deps: Dependences, opts: dict[str, Any], *, built: bool
                  ) -> tuple[Schedule, list[Decision], Node]:
         packed: frozenset[str] = frozenset()
-        if opts["microkernel"] and opts["schedule"] == "auto" and opts["tile"] is None:  # read by tiling by size
+        if opts["microkernel"] and opts["schedule"] == "auto":  # read by tiling by size and the jam
             typer = program_typer(program)
             packed = frozenset(st.name for st in program.statements  # the micro-kernel blocks these itself
                                if find_domain_contraction(st, program, typer))
-        return choose_schedule(program, deps, opts["schedule"], opts["fuse"], opts["tile"], opts["tile_size"],
-                               vector_loops=True, packed=packed)
+        schedule, decisions, ast = choose_schedule(program, deps, opts["schedule"], opts["fuse"], opts["tile"],
+                                                   opts["tile_size"], vector_loops=True,
+                                                   packed=packed if opts["tile"] is None else frozenset())
+        if opts["jam"] and opts["schedule"] == "auto":
+            schedule, ast, jammed = jam_chains(program, deps, schedule, ast, exclude=packed,
+                                               buffered=scratch_arrays(program, opts["temporaries"]))
+            decisions += jammed
+        return schedule, decisions, ast
 
     def generate(self, program: Program, deps: Dependences, schedule: Schedule, ast: Node, *,
                  opts: dict[str, Any], decisions: list[Decision], scratch: frozenset[str],

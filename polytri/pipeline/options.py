@@ -100,6 +100,9 @@ class CpuOptions:
     fma: bool = False
     """the micro-kernel fuses each product into its sum (one rounding, as BLAS libraries do): faster, no
     longer bit-identical to pt.reference (which rounds the product, then the sum)"""
+    jam: bool = True
+    """under schedule='auto', run the rows of sums kept in order 8 at a time (unroll-and-jam), their
+    chains of additions interleaved; each sum still adds its terms in order"""
     threads: int | None = field(default=None, metadata=checked(positive))
     """OpenMP thread count (default: OMP_NUM_THREADS if set, else the cores other processes leave free,
     measured at each call)"""

@@ -1,0 +1,102 @@
+"""Elements that an innermost loop updates in place, held in C locals for the whole loop.
+
+``s[i] = s[i] + A[i, j] * x[j]`` over ``j`` reads and writes the same element at every iteration.  gcc
+keeps one such element in a register, but not several (the rows of an unroll-and-jam,
+``schedule/jam.py``, run eight): it then loads and stores each at every iteration, and the chain of each
+sum goes through memory.  The printer loads each such element into a local before the loop, updates the
+local, and stores it back after (scalar replacement).  The values and their order are unchanged.
+
+An element is held when the loop's body is a sequence of statements (no guard), its subscripts are
+affine and do not move with the loop's counter, some statement writes it, and every other access to its
+array in the loop is either the same element or a different one whatever the counters (subscripts that
+differ by a nonzero constant).  A loop that vectorizes (``#pragma omp simd``) holds nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ..ir.affine import linear
+from ..ir.expr import Access, Expr, accesses, substitute
+from ..ir.program import Statement
+from ..schedule.loop_ast import Block, For, Node, Run
+
+#: An element's key: the array, then each subscript as (coefficients by name, constant).
+Key = tuple[str, tuple[tuple[tuple[tuple[str, int], ...], int], ...]]
+
+
+@dataclass(frozen=True)
+class Held:
+    """An element held in a local for one loop."""
+
+    element: Access
+    """The array element, its subscripts in the enclosing loops' counters."""
+    local: str
+    """The C local that holds it."""
+
+
+def element_key(access: Access, env: Mapping[str, Expr]) -> Key | None:
+    """The key of ``access`` with the statement's iterators replaced by ``env`` (a run's arguments), or
+    ``None`` where a subscript is not affine."""
+    index = []
+    for i in access.index:
+        lin = linear(substitute(i, env))
+        if lin is None:
+            return None
+        index.append((tuple(sorted(lin[0].items())), lin[1]))
+    return access.array, tuple(index)
+
+
+def _runs(n: Node) -> list[Run] | None:
+    if isinstance(n, Run):
+        return [n]
+    if isinstance(n, Block):
+        out: list[Run] = []
+        for c in n.body:
+            runs = _runs(c)
+            if runs is None:
+                return None
+            out += runs
+        return out
+    return None
+
+
+def _distinct(a: Key, b: Key) -> bool:
+    """Whether two invariant elements differ whatever the counters: one subscript differs by a constant."""
+    return any(x[0] == y[0] and x[1] != y[1] for x, y in zip(a[1], b[1]))
+
+
+def held_elements(loop: For, statements: Mapping[str, Statement], first: int) -> tuple[Held, ...]:
+    """The elements ``loop`` may hold in locals (see the module's docstring), named ``pt__h<k>`` from
+    ``k = first``."""
+    runs = _runs(loop.body)
+    if not runs:
+        return ()
+    seen: dict[str, dict[Key | None, tuple[Access, bool]]] = {}
+    for run in runs:
+        st = statements[run.statement]
+        env = dict(zip(st.iterators, run.args))
+        for acc, written in ((st.target, True), *((a, False) for a in accesses(st.value))):
+            key = element_key(acc, env)
+            if key is not None and any(loop.var == name for sub in key[1] for name, _ in sub[0]):
+                key = None  # moves with the loop
+            element = Access(acc.array, tuple(substitute(i, env) for i in acc.index))
+            was = seen.setdefault(acc.array, {}).get(key)
+            seen[acc.array][key] = (element, written or (was is not None and was[1]))
+    out: list[Held] = []
+    for elements in seen.values():
+        keys = list(elements)
+        if None in keys or not any(w for _, w in elements.values()):
+            continue
+        if all(_distinct(a, b) for k, a in enumerate(keys) for b in keys[k + 1:] if a is not None and b is not None):
+            out += [Held(elements[k][0], f"pt__h{first + len(out) + n}")
+                    for n, k in enumerate(k for k in keys if elements[k][1])]
+    return tuple(out)
+
+
+def holding_lines(held: tuple[Held, ...], c_type: Callable[[str], str], ref: Callable[[Access], str]
+                  ) -> tuple[list[str], list[str]]:
+    """The declarations that load the held elements before the loop, and the stores after it."""
+    return ([f"{c_type(h.element.array)} {h.local} = {ref(h.element)};" for h in held],
+            [f"{ref(h.element)} = {h.local};" for h in held])

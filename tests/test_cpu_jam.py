@@ -1,0 +1,100 @@
+"""Unroll-and-jam of sums kept in order (polytri/schedule/jam.py) and the elements an innermost loop holds
+in C locals (polytri/cpu_codegen/scalar_promotion.py): which loops are jammed, which are not and why,
+and every result bit for bit the reference's, in whole blocks of rows and in the last, partial one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polytri as pt
+from polytri.cpu_codegen.scalar_promotion import held_elements
+from polytri.ir.builder import to_program
+from polytri.ir.expr import Const, Var
+from polytri.schedule.jam import JAM
+from polytri.schedule.loop_ast import Block, For, Run
+from polytri.suite import KERNELS, copy_args, make_args
+
+pytestmark = pytest.mark.cc
+
+
+def _jams(k: pt.Kernel) -> list[tuple[str, ...]]:
+    return [d.data["statements"] for d in k.decision_records if d.kind == "unroll-and-jam"]
+
+
+def _equal(prog: pt.Program, args: dict, options: dict) -> pt.Kernel:
+    want, got = copy_args(args), copy_args(args)
+    pt.reference(prog, **want)
+    k = pt.compile(prog, "cpu", options=options)
+    k(**got)
+    for name, value in args.items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{prog.name}: {name}")  # sums in order
+    return k
+
+
+@pytest.mark.parametrize("name", ["atax", "bicg", "mvt", "gesummv", "gemver", "ludcmp"])
+@pytest.mark.parametrize("n", [1, JAM - 1, JAM, 2 * JAM + 3])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_jammed_kernels_equal_the_reference_in_whole_and_partial_blocks(name: str, n: int, threads: int) -> None:
+    prog = KERNELS[name].build()
+    params = {p: n + k for k, p in enumerate(to_program(prog).params)}
+    args = make_args(KERNELS[name], params, seed=2)
+    k = _equal(prog, args, {"threads": threads, "min_parallel_work": 0})
+    assert _jams(k), f"{name}: no loop jammed"
+
+
+def test_the_sums_of_eight_rows_are_held_in_registers() -> None:
+    k = pt.compile(KERNELS["atax"].build(), "cpu")
+    assert _jams(k) == [("S1", "S2", "S3")]
+    src = k.source
+    assert f"pt__h{JAM - 1} = pt__h{JAM - 1} + A[i][j] * x[j];" in src  # the last row's chain, in a local
+    assert "unroll-and-jam" in k.explain()
+
+
+def test_no_jam_where_a_row_reads_an_earlier_rows_result() -> None:
+    """trisolv's row ``i`` reads ``x[j]`` for ``j < i``, finished by the rows before it in the same block:
+    the jammed schedule fails the legality proof."""
+    prog = KERNELS["trisolv"].build()
+    args = make_args(KERNELS["trisolv"], {"N": 2 * JAM + 3}, seed=1)
+    assert _jams(_equal(prog, args, {"threads": 1})) == []
+
+
+def test_no_jam_where_the_sum_loop_stores_down_columns() -> None:
+    """gemver's first nest updates ``A`` down its columns in the loop of ``x``'s sums: not jammed; its
+    ``w`` sums, a walk along rows, are."""
+    assert _jams(pt.compile(KERNELS["gemver"].build(), "cpu")) == [("S3",)]
+
+
+def test_the_option_turns_it_off() -> None:
+    k = pt.compile(KERNELS["atax"].build(), "cpu", options={"jam": False})
+    assert _jams(k) == [] and "pt__h1" not in k.source
+
+
+def _sums(second: str) -> pt.Program:
+    """Row sums ``s[i] += A[i, j]`` beside a second statement in the same loop."""
+    p = pt.Program("sums", params=["N"])
+    p.array("s", ("N",), "float64")
+    p.array("A", ("N", "N"), "float64")
+    with p.loop("i", 0, "N"), p.loop("j", 0, "N"):
+        p.assign("s[i] = s[i] + A[i, j]")
+        p.assign(second)
+    return p
+
+
+@pytest.mark.parametrize("second, held", [
+    ("A[i, j] = A[i, j] * 0.5", True),      # another array: s[i] still held
+    ("s[i] = s[i] * 0.5", True),            # the same element: one local for both
+    ("A[i, j] = A[i, j] + s[j]", False),    # s read where the loop moves: s[j] may be s[i]
+])
+def test_an_element_is_held_only_where_no_other_access_may_touch_it(second: str, held: bool) -> None:
+    prog = _sums(second)
+    p = to_program(prog)
+    statements = {s.name: s for s in p.statements}
+    i, j = Var("c0", "iter"), Var("c1", "iter")
+    loop = For("c1", 1, Const(0), Const(1), 1, Block((Run("S0", (i, j)), Run("S1", (i, j)))), False, True)
+    found = held_elements(loop, statements, 0)
+    assert [str(h.element.array) for h in found] == (["s"] if held else [])
+    rng = np.random.default_rng(0)
+    args = {"s": rng.standard_normal(11), "A": rng.standard_normal((11, 11)), "N": 11}
+    _equal(prog, args, {"threads": 1})
