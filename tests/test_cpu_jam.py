@@ -52,12 +52,44 @@ def test_the_sums_of_eight_rows_are_held_in_registers() -> None:
     assert "unroll-and-jam" in k.explain()
 
 
-def test_no_jam_where_a_row_reads_an_earlier_rows_result() -> None:
-    """trisolv's row ``i`` reads ``x[j]`` for ``j < i``, finished by the rows before it in the same block:
-    the jammed schedule fails the legality proof."""
+@pytest.mark.parametrize("n", [1, 2, JAM, JAM + 1, 3 * JAM + 5])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_instances_that_read_their_own_blocks_results_run_after_it(n: int, threads: int) -> None:
+    """trisolv's row ``i`` reads ``x[j]`` for ``j < i``, which the rows before it in the same block finish:
+    the plain jam fails its proof; the peeled one runs those reads (and the divisions they wait for)
+    after the block, in the input order, and each row's sum still runs in the order of ``j``."""
     prog = KERNELS["trisolv"].build()
-    args = make_args(KERNELS["trisolv"], {"N": 2 * JAM + 3}, seed=1)
-    assert _jams(_equal(prog, args, {"threads": 1})) == []
+    args = make_args(KERNELS["trisolv"], {"N": n}, seed=1)
+    k = _equal(prog, args, {"threads": threads, "min_parallel_work": 0})
+    (jam,) = [d for d in k.decision_records if d.kind == "unroll-and-jam"]
+    assert "S1[i, j]" in jam.data["peeled"] and "S2[i]" in jam.data["peeled"]
+    if n == 3 * JAM + 5:
+        assert "pt__h7 = pt__h7 - L[i][j] * x[j];" in k.source  # x[j], j < 8 c1, is not the block's x[i]
+
+
+def _band(division: bool) -> pt.Program:
+    """``x[i] -= L[i, j] * x[j]`` over the 4 rows before ``i``, then (``division``) ``x[i] /= L[i, i]``."""
+    p = pt.Program("band", params=["N"])
+    p.array("x", ("N",), "float64")
+    p.array("L", ("N", "N"), "float64")
+    with p.loop("i", 0, "N"):
+        with p.loop("j", "i - 4", "i"), p.when("j >= 0"):
+            p.assign("x[i] = x[i] - L[i, j] * x[j]")
+        if division:
+            p.assign("x[i] = x[i] / L[i, i]")
+    return p
+
+
+@pytest.mark.parametrize("division, jammed", [(False, True), (True, False)])
+def test_a_peel_larger_than_a_quarter_is_refused(division: bool, jammed: bool) -> None:
+    """Without the division, each ``x[j]`` is final once the ``j`` loop passes it: the jam is legal as it
+    is.  With it, most of the band reads results of its own block: the peel would hold more than a quarter
+    of the instances, and the loop stays as it was."""
+    prog = _band(division)
+    rng = np.random.default_rng(0)
+    n = 3 * JAM + 5
+    args = {"x": rng.standard_normal(n), "L": rng.standard_normal((n, n)) + 4 * np.eye(n), "N": n}
+    assert bool(_jams(_equal(prog, args, {"threads": 1}))) == jammed
 
 
 def test_no_jam_where_the_sum_loop_stores_down_columns() -> None:

@@ -7,9 +7,10 @@ sum goes through memory.  The printer loads each such element into a local befor
 local, and stores it back after (scalar replacement).  The values and their order are unchanged.
 
 An element is held when the loop's body is a sequence of statements (no guard), its subscripts are
-affine and do not move with the loop's counter, some statement writes it, and every other access to its
-array in the loop is either the same element or a different one whatever the counters (subscripts that
-differ by a nonzero constant).  A loop that vectorizes (``#pragma omp simd``) holds nothing.
+affine and do not move with the loop's counter, some statement writes it, no store to its array moves
+with the loop, and every other access to its array in the loop is the same element or provably another
+one: a fixed element whose subscripts differ by a nonzero constant, or a read that moves with the loop
+but meets the element only outside the loop's range (:func:`_apart`).  A loop that vectorizes (``#pragma omp simd``) holds nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from ..ir.affine import linear
 from ..ir.expr import Access, Expr, accesses, substitute
 from ..ir.program import Statement
-from ..schedule.loop_ast import Block, For, Node, Run
+from ..schedule.loop_ast import Block, For, Node, Run, loop_upper
 
 #: An element's key: the array, then each subscript as (coefficients by name, constant).
 Key = tuple[str, tuple[tuple[tuple[tuple[str, int], ...], int], ...]]
@@ -67,6 +68,30 @@ def _distinct(a: Key, b: Key) -> bool:
     return any(x[0] == y[0] and x[1] != y[1] for x, y in zip(a[1], b[1]))
 
 
+def _minus(a: tuple[dict[str, int], int], b: tuple[dict[str, int], int]) -> tuple[dict[str, int], int]:
+    coeffs = dict(a[0])
+    for name, v in b[0].items():
+        coeffs[name] = coeffs.get(name, 0) - v
+    return {n: v for n, v in coeffs.items() if v}, a[1] - b[1]
+
+
+def _apart(moving: Key, fixed: Key, loop: For) -> bool:
+    """Whether an access that moves with ``loop`` never meets a fixed element: in one subscript it is
+    ``counter + f`` and the fixed element's ``g`` puts the meeting point ``g - f`` outside the loop's
+    range, at or past its upper bound or before its lower one by a constant (trisolv's ``x[j]``, ``j <
+    8 c``, against the block's ``x[8 c + r]``)."""
+    lower, upper = linear(loop.lower), (linear(u) if (u := loop_upper(loop)) is not None else None)
+    for (m_coeffs, m_const), (f_coeffs, f_const) in zip(moving[1], fixed[1]):
+        rest = dict(m_coeffs)
+        if rest.pop(loop.var, 0) != 1:
+            continue
+        meet = _minus((dict(f_coeffs), f_const), (rest, m_const))
+        for gap, least in ((_minus(meet, upper) if upper else None, 0), (_minus(lower, meet) if lower else None, 1)):
+            if gap is not None and not gap[0] and gap[1] >= least:
+                return True
+    return False
+
+
 def held_elements(loop: For, statements: Mapping[str, Statement], first: int) -> tuple[Held, ...]:
     """The elements ``loop`` may hold in locals (see the module's docstring), named ``pt__h<k>`` from
     ``k = first``."""
@@ -74,22 +99,27 @@ def held_elements(loop: For, statements: Mapping[str, Statement], first: int) ->
     if not runs:
         return ()
     seen: dict[str, dict[Key | None, tuple[Access, bool]]] = {}
+    moving: dict[str, list[Key]] = {}
     for run in runs:
         st = statements[run.statement]
         env = dict(zip(st.iterators, run.args))
         for acc, written in ((st.target, True), *((a, False) for a in accesses(st.value))):
             key = element_key(acc, env)
             if key is not None and any(loop.var == name for sub in key[1] for name, _ in sub[0]):
-                key = None  # moves with the loop
+                moving.setdefault(acc.array, []).append(key)
+                if not written:
+                    continue
+                key = None  # a store that moves with the loop: nothing of this array is held
             element = Access(acc.array, tuple(substitute(i, env) for i in acc.index))
             was = seen.setdefault(acc.array, {}).get(key)
             seen[acc.array][key] = (element, written or (was is not None and was[1]))
     out: list[Held] = []
-    for elements in seen.values():
-        keys = list(elements)
-        if None in keys or not any(w for _, w in elements.values()):
+    for array, elements in seen.items():
+        keys = [k for k in elements if k is not None]
+        if len(keys) < len(elements) or not any(w for _, w in elements.values()):
             continue
-        if all(_distinct(a, b) for k, a in enumerate(keys) for b in keys[k + 1:] if a is not None and b is not None):
+        if all(_distinct(a, b) for k, a in enumerate(keys) for b in keys[k + 1:]) and all(
+                _apart(m, f, loop) for m in moving.get(array, ()) for f in keys):
             out += [Held(elements[k][0], f"pt__h{first + len(out) + n}")
                     for n, k in enumerate(k for k in keys if elements[k][1])]
     return tuple(out)

@@ -22,3 +22,9 @@ def maps(u: isl.UnionMap) -> list[isl.Map]:
     """The maps of ``u``, one per pair of spaces."""
     found = u.get_map_list()
     return [found.get_at(i) for i in range(found.n_map())]
+
+
+def sets(u: isl.UnionSet) -> list[isl.Set]:
+    """The sets of ``u``, one per space."""
+    found = u.get_set_list()
+    return [found.get_at(i) for i in range(found.n_set())]

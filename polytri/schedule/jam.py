@@ -31,10 +31,11 @@ import islpy as isl
 
 from ..ir.affine import linear
 from ..ir.expr import Access, Binary, Const, Expr, accesses, substitute, var_names
+from ..ir.islutil import maps, sets
 from ..ir.program import Program, Statement
 from ..pipeline.decisions import Decision
 from .dependences import Dependences
-from .legality import is_legal
+from .legality import is_legal, violations
 from .loop_ast import Block, For, If, Node, Run, build_loop_ast, loop_upper, run_counts, walk
 from .schedule import Schedule, parallel_dimensions
 
@@ -46,7 +47,7 @@ log = logging.getLogger("polytri.schedule")
 JAM = 8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Jam:
     """One loop whose rows run ``JAM`` at a time."""
 
@@ -54,6 +55,11 @@ class Jam:
     """The time dimension of the jammed loop (strip-mined in place)."""
     statements: frozenset[str]
     """The statements it encloses."""
+    peeled: isl.UnionSet | None = None
+    """Instances that run after the block's jammed ones, in the input order (:func:`_peel`)."""
+    after: int = 0
+    """The value of time dimension ``dim + 1`` from which the peeled instances run: one past every
+    statement's constant there."""
 
 
 def _straight_runs(n: Node) -> list[Run] | None:
@@ -133,18 +139,93 @@ def _candidates(ast: Node, statements: dict[str, Statement]) -> list[For]:
 
 def _jammed_map(schedule: isl.UnionMap, jams: Iterable[Jam], width: int) -> isl.UnionMap:
     """``schedule`` with one more time dimension: each jam's statements strip-mined at its dimension, the
-    row in the block last; the other statements at 0 there."""
-    where = {s: j.dim for j in jams for s in j.statements}
+    row in the block last; the other statements at 0 there.  A jam's peeled instances run after its block's
+    others: row in the block at the next dimension, from ``after`` on, then their own dimensions."""
+    where = {s: j for j in jams for s in j.statements}
     ts = [f"t{k}" for k in range(width)]
     out = isl.UnionMap.empty(schedule.get_space())
-    maps: list[isl.Map] = []
-    schedule.foreach_map(maps.append)
-    for m in maps:
-        d = where.get(m.get_tuple_name(isl.dim_type.in_))
-        outs = ts + ["0"] if d is None else ts[:d] + [f"floor(t{d}/{JAM})"] + ts[d + 1:] + [f"t{d} mod {JAM}"]
-        f = isl.Map(f"{{ [{', '.join(ts)}] -> [{', '.join(outs)}] }}")
-        out = out.union(isl.UnionMap.from_map(m).apply_range(isl.UnionMap.from_map(f)))
+
+    def to(outs: list[str]) -> isl.UnionMap:
+        return isl.UnionMap.from_map(isl.Map(f"{{ [{', '.join(ts)}] -> [{', '.join(outs)}] }}"))
+
+    for m in maps(schedule):
+        j = where.get(m.get_tuple_name(isl.dim_type.in_))
+        um = isl.UnionMap.from_map(m)
+        if j is None:
+            out = out.union(um.apply_range(to(ts + ["0"])))
+            continue
+        d = j.dim
+        block = ts[:d] + [f"floor(t{d}/{JAM})"]
+        if j.peeled is not None:
+            peeled = um.intersect_domain(j.peeled)
+            out = out.union(peeled.apply_range(to(block + [f"{j.after} + (t{d} mod {JAM})"] + ts[d + 1:])))
+            um = um.subtract_domain(j.peeled)
+        out = out.union(um.apply_range(to(block + ts[d + 1:] + [f"t{d} mod {JAM}"])))
     return out
+
+
+def _constant(schedule: isl.UnionMap, names: frozenset[str], dim: int) -> list[int] | None:
+    """The constant value of time dimension ``dim`` of each statement of ``names``, or ``None`` where one is
+    not constant (a loop)."""
+    out = []
+    for m in maps(schedule):
+        if m.get_tuple_name(isl.dim_type.in_) not in names:
+            continue
+        n = m.dim(isl.dim_type.out)
+        r = m.range().project_out(isl.dim_type.set, dim + 1, n - dim - 1).project_out(isl.dim_type.set, 0, dim)
+        r = r.project_out(isl.dim_type.param, 0, r.dim(isl.dim_type.param))
+        if not r.is_singleton():
+            return None
+        out.append(int(r.sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()))
+    return out
+
+
+#: A peel is kept while, with every parameter at this value, it holds at most a quarter of the jammed
+#: statements' instances.
+PEEL_SAMPLE = 64
+
+
+def _peel(program: Program, deps: Dependences, schedule: isl.UnionMap, jams: list[Jam], jam: Jam,
+          width: int) -> Jam | None:
+    """``jam`` with the instances that its proof finds out of order (a row reading an earlier row's result
+    in the same block: trisolv's ``x[j]`` for ``j`` in the block) peeled: run after the block's jammed
+    instances, in the input order.  Index-set splitting guided by the violated dependences: up to three
+    rounds, each peeling what the one before still finds out of order.  ``None`` where a violation leaves
+    the jam's statements, where the dimensions around the jammed one are not constants for them (the
+    peeled instances need a place after the block, and no loop at the row dimension), where the peel is
+    larger than a quarter of the instances at :data:`PEEL_SAMPLE`, or where three rounds do not make it
+    legal."""
+    before, last = _constant(schedule, jam.statements, jam.dim + 1), _constant(schedule, jam.statements, width - 1)
+    if before is None or last is None or jam.dim + 1 >= width - 1:
+        return None
+    peeled = isl.UnionSet.empty(schedule.domain().get_space())
+    for _ in range(3):
+        trial = Jam(jam.dim, jam.statements, peeled, max(before) + 1)
+        bad = violations(_jammed_map(schedule, [*jams, trial], width), deps)
+        if bad.is_empty():
+            return trial if _share(program, peeled, jam.statements) <= 0.25 else None
+        involved = bad.domain().union(bad.range())
+        if any(s.get_tuple_name() not in jam.statements for s in sets(involved)):
+            return None
+        peeled = peeled.union(involved).coalesce()
+    return None
+
+
+def _share(program: Program, peeled: isl.UnionSet, names: frozenset[str]) -> float:
+    """The peeled instances' share of the statements' instances with every parameter at
+    :data:`PEEL_SAMPLE` (1.0 where that size is outside the program's context)."""
+    fixed = program.context
+    for k in range(fixed.dim(isl.dim_type.param)):
+        fixed = fixed.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(fixed.get_ctx(), PEEL_SAMPLE))
+    if fixed.is_empty():
+        return 1.0
+
+    def count(u: isl.UnionSet) -> int:
+        return sum(s.intersect_params(fixed).count_val().to_python() for s in sets(u)
+                   if s.get_tuple_name() in names)
+
+    total = count(program.domain)
+    return count(peeled) / total if total else 1.0
 
 
 def jam_chains(program: Program, deps: Dependences, schedule: Schedule, ast: Node, *,
@@ -167,11 +248,15 @@ def jam_chains(program: Program, deps: Dependences, schedule: Schedule, ast: Nod
         if (names & exclude or any(counts[s] != inside[s] for s in names)
                 or any(statements[s].target.array in buffered for s in names)):
             continue
-        trial = [*jams, Jam(loop.dim, names)]
-        if is_legal(_jammed_map(schedule.map, trial, width), deps):
-            jams = trial
-        else:
-            log.info("%s: jamming loop c%d over %s fails the legality proof", program.name, loop.dim, sorted(names))
+        jam = Jam(loop.dim, names)
+        if not is_legal(_jammed_map(schedule.map, [*jams, jam], width), deps):
+            peeled = _peel(program, deps, schedule.map, jams, jam, width)
+            if peeled is None:
+                log.info("%s: jamming loop c%d over %s fails the legality proof", program.name, loop.dim,
+                         sorted(names))
+                continue
+            jam = peeled
+        jams.append(jam)
     if not jams:
         return schedule, ast, []
     new_map = _jammed_map(schedule.map, jams, width)
@@ -183,8 +268,11 @@ def jam_chains(program: Program, deps: Dependences, schedule: Schedule, ast: Nod
                   for s in schedule.rows[0]},)
     decisions = [Decision("schedule", "unroll-and-jam", f"loop c{j.dim}",
                           f"unroll-and-jam: the rows of loop c{j.dim} ({', '.join(sorted(j.statements))}) run "
-                          f"{JAM} at a time, their sums' chains of additions interleaved (each sum still in order)",
-                          {"dim": j.dim, "statements": tuple(sorted(j.statements)), "factor": JAM})
+                          f"{JAM} at a time, their sums' chains of additions interleaved (each sum still in order)"
+                          + ("" if j.peeled is None else f"; the instances that read a result of the same block "
+                             f"run after it, in the input order: {j.peeled}"),
+                          {"dim": j.dim, "statements": tuple(sorted(j.statements)), "factor": JAM,
+                           "peeled": None if j.peeled is None else str(j.peeled)})
                  for j in jams]
     for d in decisions:
         log.info("%s: %s", program.name, d)
