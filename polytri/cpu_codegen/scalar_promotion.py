@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from ..ir.affine import linear
 from ..ir.expr import Access, Expr, accesses, substitute
 from ..ir.program import Statement
-from ..schedule.loop_ast import Block, For, Node, Run, loop_upper
+from ..schedule.loop_ast import For, loop_upper, straight_runs
 
 #: An element's key: the array, then each subscript as (coefficients by name, constant).
 Key = tuple[str, tuple[tuple[tuple[tuple[str, int], ...], int], ...]]
@@ -47,20 +47,6 @@ def element_key(access: Access, env: Mapping[str, Expr]) -> Key | None:
             return None
         index.append((tuple(sorted(lin[0].items())), lin[1]))
     return access.array, tuple(index)
-
-
-def _runs(n: Node) -> list[Run] | None:
-    if isinstance(n, Run):
-        return [n]
-    if isinstance(n, Block):
-        out: list[Run] = []
-        for c in n.body:
-            runs = _runs(c)
-            if runs is None:
-                return None
-            out += runs
-        return out
-    return None
 
 
 def _distinct(a: Key, b: Key) -> bool:
@@ -95,7 +81,7 @@ def _apart(moving: Key, fixed: Key, loop: For) -> bool:
 def held_elements(loop: For, statements: Mapping[str, Statement], first: int) -> tuple[Held, ...]:
     """The elements ``loop`` may hold in locals (see the module's docstring), named ``pt__h<k>`` from
     ``k = first``."""
-    runs = _runs(loop.body)
+    runs = straight_runs(loop.body)
     if not runs:
         return ()
     seen: dict[str, dict[Key | None, tuple[Access, bool]]] = {}

@@ -36,7 +36,7 @@ from ..ir.program import Program, Statement
 from ..pipeline.decisions import Decision
 from .dependences import Dependences
 from .legality import is_legal, violations
-from .loop_ast import Block, For, If, Node, Run, build_loop_ast, loop_upper, run_counts, walk
+from .loop_ast import Block, For, If, Node, Run, build_loop_ast, loop_upper, run_counts, straight_runs, walk
 from .schedule import Schedule, parallel_dimensions
 
 log = logging.getLogger("polytri.schedule")
@@ -62,25 +62,10 @@ class Jam:
     statement's constant there."""
 
 
-def _straight_runs(n: Node) -> list[Run] | None:
-    """The runs of a loop body made of runs and blocks only (no guard, no loop), else ``None``."""
-    if isinstance(n, Run):
-        return [n]
-    if isinstance(n, Block):
-        out: list[Run] = []
-        for c in n.body:
-            runs = _straight_runs(c)
-            if runs is None:
-                return None
-            out += runs
-        return out
-    return None
-
-
 def _sums(loop: For, statements: dict[str, Statement]) -> list[Access]:
     """The targets of the sums an innermost ``loop`` carries: a statement that reads its own target, an
     element that does not move with the loop's counter.  Subscripts in the enclosing loops' counters."""
-    runs = _straight_runs(loop.body)
+    runs = straight_runs(loop.body)
     found: list[Access] = []
     for run in runs or ():
         st = statements[run.statement]
@@ -100,7 +85,7 @@ def _streams(loop: For, statements: dict[str, Statement]) -> bool:
     misses in flight than the small loop did (gemver's update of a 2000 x 2000 matrix down its columns
     ran 1.08x slower jammed, one thread).  Strided reads do not lose: mvt's column walk of its matrix
     ran 1.2x faster jammed (one thread and two)."""
-    for run in _straight_runs(loop.body) or ():
+    for run in straight_runs(loop.body) or ():
         st = statements[run.statement]
         env = dict(zip(st.iterators, run.args))
         for k, i in enumerate(st.target.index):

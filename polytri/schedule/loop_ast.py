@@ -340,3 +340,18 @@ def guarded_in_innermost(n: Node) -> set[str]:
             if isinstance(m, If) and loop.var in var_names(m.cond, "iter"):
                 found |= {r.statement for r in walk(m) if isinstance(r, Run)}
     return found
+
+
+def straight_runs(n: Node) -> list[Run] | None:
+    """The runs of a body made of runs and blocks only (no guard, no loop), in order, else ``None``."""
+    if isinstance(n, Run):
+        return [n]
+    if isinstance(n, Block):
+        out: list[Run] = []
+        for c in n.body:
+            runs = straight_runs(c)
+            if runs is None:
+                return None
+            out += runs
+        return out
+    return None
