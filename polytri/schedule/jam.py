@@ -9,16 +9,20 @@ innermost time dimension, ``t -> (.., floor(t / JAM), .., t mod JAM)``, which th
 sum still adds its terms in order, so the results are bit for bit the loops'; the core overlaps the
 ``JAM`` chains (two additions per cycle times their latency: 6-8 in flight on current x86 cores).
 
-The new schedule is proved legal with isl like every other; a candidate that fails the proof (a row that
-reads another row's finished sum, as in a triangular solve) is dropped.  The loop AST of the jammed rows
+The new schedule is proved legal with isl like every other.  Where the proof fails because rows read
+results of earlier rows of the same block (a triangular solve), the instances it finds out of order run
+after the block, in the input order (:func:`_peel`); otherwise the loop stays as it was.  The loop AST of
+the jammed rows
 is versioned per block: a block of ``JAM`` rows runs the unrolled copies, the last, partial block the
 loops over its rows (:func:`unroll_blocks`).  The C printer then keeps each row's sum in a register for
 the whole inner loop (``cpu_codegen/scalar_promotion.py``).
 
 A loop is jammed where an innermost loop inside it carries a sum into an element that does not move with
-that loop but does move with the jammed one (each row of the block has its own chain), and every
-statement under it runs nowhere else.  Decision kind ``unroll-and-jam``, ``data``: the jammed time
-dimension, the statements, the factor.
+that loop but does move with the jammed one (each row of the block has its own chain) and stores nothing
+down a column (:func:`_streams`), and where every statement under it runs nowhere else, none is a
+contraction the micro-kernel runs, and none writes a temporary the printer may keep in a buffer local to
+one iteration of the loop.  Decision kind ``unroll-and-jam``, ``data``: the jammed time
+dimension, the statements, the factor, the peeled instances (isl's text, or ``None``).
 """
 
 from __future__ import annotations
@@ -245,12 +249,6 @@ def jam_chains(program: Program, deps: Dependences, schedule: Schedule, ast: Nod
     if not jams:
         return schedule, ast, []
     new_map = _jammed_map(schedule.map, jams, width)
-    where = {s: j.dim for j in jams for s in j.statements}
-    rows = tuple({s: (f"floor(({r[s]})/{JAM})" if where.get(s) == k else r[s]) for s in r}
-                 for k, r in enumerate(schedule.rows))
-    if schedule.rows:
-        rows += ({s: (f"({schedule.rows[where[s]][s]}) mod {JAM}" if s in where else "0")
-                  for s in schedule.rows[0]},)
     decisions = [Decision("schedule", "unroll-and-jam", f"loop c{j.dim}",
                           f"unroll-and-jam: the rows of loop c{j.dim} ({', '.join(sorted(j.statements))}) run "
                           f"{JAM} at a time, their sums' chains of additions interleaved (each sum still in order)"
@@ -261,8 +259,9 @@ def jam_chains(program: Program, deps: Dependences, schedule: Schedule, ast: Nod
                  for j in jams]
     for d in decisions:
         log.info("%s: %s", program.name, d)
+    # the bands and rows described the map before: the explain table reads the new one from isl
     jammed = replace(schedule, map=new_map, parallel=parallel_dimensions(new_map, deps),
-                     scalar=schedule.scalar + (False,) if schedule.scalar else (), rows=rows,
+                     scalar=schedule.scalar + (False,) if schedule.scalar else (), bands=(), rows=(),
                      decisions=schedule.decisions + tuple(decisions))
     new_ast = build_loop_ast(program, jammed, deps, separate_guards=True)
     return jammed, unroll_blocks(new_ast, jams, width), decisions
