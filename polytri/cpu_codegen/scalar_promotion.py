@@ -72,7 +72,9 @@ def _apart(moving: Key, fixed: Key, loop: For) -> bool:
         if rest.pop(loop.var, 0) != 1:
             continue
         meet = _minus((dict(f_coeffs), f_const), (rest, m_const))
-        for gap, least in ((_minus(meet, upper) if upper else None, 0), (_minus(lower, meet) if lower else None, 1)):
+        above = None if upper is None else _minus(meet, upper)
+        below = None if lower is None else _minus(lower, meet)
+        for gap, least in ((above, 0), (below, 1)):
             if gap is not None and not gap[0] and gap[1] >= least:
                 return True
     return False
