@@ -127,13 +127,14 @@ class RegionChoice:
 
 
 def work_text(work: Work) -> str:
-    """C text of a work bound (in ``double``)."""
+    """C text of a work bound (in ``double``); terms of the same trip counts (the unrolled rows of a jammed
+    loop) are printed once, their weights summed."""
     assert work.terms is not None
-    terms = []
+    weights: dict[str, int] = {}
     for t in work.terms:
         trips = "".join(f" * (double)({index_expr(e).text})" for e in t.trips)
-        terms.append(f"{t.weight}.0{trips}")
-    return f"({' + '.join(terms)})"
+        weights[trips] = weights.get(trips, 0) + t.weight
+    return f"({' + '.join(f'{w}.0{trips}' for trips, w in weights.items())})"
 
 
 def _too_long(work: Work) -> bool:
