@@ -4,6 +4,8 @@ and every result bit for bit the reference's, in whole blocks of rows and in the
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
@@ -130,3 +132,54 @@ def test_an_element_is_held_only_where_no_other_access_may_touch_it(second: str,
     rng = np.random.default_rng(0)
     args = {"s": rng.standard_normal(11), "A": rng.standard_normal((11, 11)), "N": 11}
     _equal(prog, args, {"threads": 1})
+
+
+def _random_rows(seed: int) -> pt.Program:
+    """Row sums ``x[i] -= A[i, j] * <read>`` over a random range of ``j`` (a band, a triangle with or
+    without the diagonal, all columns), with a random statement before and after: sums that read
+    earlier rows' results (peeled or refused) and sums that do not (jammed as they are)."""
+    rng = random.Random(seed)
+    lo = rng.choice(["0", "i - 3", "i - 9"])
+    hi = rng.choice(["N", "i", "i + 1", "N - 1"])
+    read = rng.choice(["x[j]", "y[j]", "x[j] * y[j]", "A[j, i]"])
+    pre = rng.choice([None, "x[i] = y[i]"])
+    post = rng.choice([None, "x[i] = x[i] / A[i, i]", "y[i] = x[i] * 0.5"])
+    p = pt.Program(f"rows{seed}", params=["N"])
+    p.array("x", ("N",), "float64")
+    p.array("y", ("N",), "float64")
+    p.array("A", ("N", "N"), "float64")
+    with p.loop("i", 0, "N"):
+        if pre:
+            p.assign(pre)
+        with p.loop("j", lo, hi), p.when("j >= 0"), p.when("j < N"):
+            p.assign(f"x[i] = x[i] - A[i, j] * {read}")
+        if post:
+            p.assign(post)
+    return p
+
+
+def _random_rows_equal(seed: int) -> None:
+    prog = _random_rows(seed)
+    kernels = [pt.compile(prog, "cpu", options={"threads": t, "min_parallel_work": 0}) for t in (1, 2)]
+    for n in (1, JAM - 1, JAM + 1, 2 * JAM + 5):
+        rng = np.random.default_rng(n)
+        args = {"x": rng.standard_normal(n), "y": rng.standard_normal(n),
+                "A": 0.3 * rng.standard_normal((n, n)) + 2 * np.eye(n), "N": n}
+        want = copy_args(args)
+        pt.reference(prog, **want)
+        for k in kernels:
+            got = copy_args(args)
+            k(**got)
+            for name in ("x", "y", "A"):
+                np.testing.assert_array_equal(got[name], want[name], err_msg=f"seed {seed}, N={n}, {name}")
+
+
+@pytest.mark.parametrize("seed", [3, 4, 6, 11, 0])  # peeled, peeled, jammed, jammed, left alone
+def test_random_row_sums_equal_the_reference(seed: int) -> None:
+    _random_rows_equal(seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(60))
+def test_random_row_sums_equal_the_reference_many(seed: int) -> None:
+    _random_rows_equal(seed)
