@@ -127,7 +127,7 @@ def test_an_element_is_held_only_where_no_other_access_may_touch_it(second: str,
     statements = {s.name: s for s in p.statements}
     i, j = Var("c0", "iter"), Var("c1", "iter")
     loop = For("c1", 1, Const(0), Const(1), 1, Block((Run("S0", (i, j)), Run("S1", (i, j)))), False, True)
-    found = held_elements(loop, statements, 0)
+    found = held_elements(loop, statements)
     assert [str(h.element.array) for h in found] == (["s"] if held else [])
     rng = np.random.default_rng(0)
     args = {"s": rng.standard_normal(11), "A": rng.standard_normal((11, 11)), "N": 11}

@@ -191,7 +191,7 @@ class _Printer:
         if self.opts.simd and n.lanes and canonical:
             self.emit(depth, "#pragma omp simd")
         elif canonical and not local and n.innermost and not self.held and (
-                held := held_elements(n, self.stmts, 0)):
+                held := held_elements(n, self.stmts)):
             self.holding_loop(n, depth, in_parallel, held)
             return
         self.plain_loop(n, depth, in_parallel, local, fence=not self.counters)
@@ -447,8 +447,8 @@ class _Printer:
         """One instance of ``st``, its iterators given by ``args``, as a C block."""
         redirected = self.stream_to.get(st.name)  # a streamed store: to the chunk's buffer, by loop counter
         def unheld(e: Expr) -> Expr:  # an element held in a local (:mod:`.scalar_promotion`) reads no iterator
-            return transform(e, lambda n: Const(0) if isinstance(n, Access) and self.held
-                             and element_key(n, self.env) in self.held else None)
+            return transform(e, lambda n: Const(0) if isinstance(n, Access)
+                             and element_key(n, self.env) in self.held else None) if self.held else e
         used = var_names(unheld(st.value), "iter") | (set() if redirected else var_names(unheld(st.target), "iter"))
         binds = [f"const int64_t {cname(it)} = {index_expr(a).text};" for it, a in zip(st.iterators, args)
                  if it in used]

@@ -39,7 +39,7 @@ import islpy as isl
 from ..dtypes import FLOAT32, FLOAT64, INT32, DType
 from ..ir.affine import condition_to_isl, to_isl
 from ..ir.contraction import ContractionForm, contraction_form
-from ..ir.expr import Binary, Const, Expr, Var, accesses, var_names
+from ..ir.expr import Binary, Const, Expr, Var, accesses, conjunction, var_names
 from ..ir.program import Program, Statement, params_prefix
 from ..ir.types import Typer
 from ..schedule.loop_ast import Block, For, Node, Run, isl_expr, loop_upper
@@ -177,16 +177,6 @@ def _constraint(c: isl.Constraint, params: set[str]) -> tuple[Expr, set[str]]:
     if terms and const:
         e = Binary("+", e, Const(const))
     return Binary("==" if c.is_equality() else ">=", e, Const(0)), used
-
-
-def _conjunction(conds: list[Expr]) -> Expr | None:
-    """``conds`` joined by ``and`` (``None`` for none)."""
-    if not conds:
-        return None
-    out = conds[0]
-    for c in conds[1:]:
-        out = Binary("and", out, c)
-    return out
 
 
 def _batch_iterators(st: Statement, form: ContractionForm) -> tuple[str, ...] | None:
@@ -347,8 +337,8 @@ def find_domain_contraction(st: Statement, program: Program, typer: Typer) -> Co
     if padded and (by_batch or not l_in_bounds):
         return None  # the finiteness check scans L over its rows and sums only, which must be in bounds
     return Contraction(st, form.a, form.b, k, batch, bounds, {},
-                       guard=_conjunction(guard) if padded else None,
-                       batch_guard=_conjunction(on_batch), padded=padded,
+                       guard=conjunction(guard) if padded else None,
+                       batch_guard=conjunction(on_batch), padded=padded,
                        pack_l_once=bool(batch) and not by_batch and l_in_bounds, left=form.left, right=form.right,
                        op=form.op, dtype=d, row_subscript=form.row_subscript, columns=columns)
 

@@ -80,9 +80,9 @@ def _apart(moving: Key, fixed: Key, loop: For) -> bool:
     return False
 
 
-def held_elements(loop: For, statements: Mapping[str, Statement], first: int) -> tuple[Held, ...]:
-    """The elements ``loop`` may hold in locals (see the module's docstring), named ``pt__h<k>`` from
-    ``k = first``."""
+def held_elements(loop: For, statements: Mapping[str, Statement]) -> tuple[Held, ...]:
+    """The elements ``loop`` may hold in locals (see the module's docstring), named ``pt__h0``,
+    ``pt__h1``, ... (one innermost loop at a time holds elements)."""
     runs = straight_runs(loop.body)
     if not runs:
         return ()
@@ -108,7 +108,7 @@ def held_elements(loop: For, statements: Mapping[str, Statement], first: int) ->
             continue
         if all(_distinct(a, b) for k, a in enumerate(keys) for b in keys[k + 1:]) and all(
                 _apart(m, f, loop) for m in moving.get(array, ()) for f in keys):
-            out += [Held(elements[k][0], f"pt__h{first + len(out) + n}")
+            out += [Held(elements[k][0], f"pt__h{len(out) + n}")
                     for n, k in enumerate(k for k in keys if elements[k][1])]
     return tuple(out)
 

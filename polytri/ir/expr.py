@@ -165,3 +165,12 @@ def substitute(e: Expr, env: Mapping[str, Expr]) -> Expr:
     """``e`` with iterator variables replaced by expressions (subscripts included)."""
     return transform(e, lambda n: env.get(n.name) if isinstance(n, Var) and n.kind == "iter" else None)
 
+
+def conjunction(conds: list[Expr]) -> Expr | None:
+    """``conds`` joined by ``and`` (``None`` for none)."""
+    if not conds:
+        return None
+    out = conds[0]
+    for c in conds[1:]:
+        out = Binary("and", out, c)
+    return out
