@@ -119,7 +119,8 @@ def _generate(tgt: Target, prog: Program, deps: Dependences, opts: dict[str, Any
     with clock.stage("schedule") as out:
         schedule, chosen, ast = tgt.schedule(prog, deps, opts, built=built)
         out.append((schedule, chosen, ast))
-    decisions = ([under(d, "fusion", "fusion: ") for d in fusion] + records(chosen, "schedule")
+    decisions = ([d if isinstance(d, Decision) and d.stage == "schedule" else under(d, "fusion", "fusion: ")
+                  for d in fusion] + records(chosen, "schedule")
                  + _loop_decisions(ast))
 
     def dump(source: str) -> None:

@@ -42,7 +42,7 @@ from .parallel_plan import MIN_WORK, RegionChoice, Split, choose_region, work_te
 from .prelude import prelude
 from .private import local_name, private_arrays
 from .row_pack import rows_kernel
-from .scalar_promotion import Held, Key, element_key, held_elements, holding_lines
+from .scalar_promotion import Held, Key, element_key, held_elements, holding_lines, invariant_reads
 from .seams import Seams, block_lines, only_loop, parts_lines
 from .streaming import StreamedStore, chunk_start, stream_buffer, stream_helpers, streamed_stores
 from .transpose import swapped_pairs_kernel, transpose_kernel
@@ -189,6 +189,9 @@ class _Printer:
             self.streamed_loop(n, depth, in_parallel, stores)
             return
         if self.opts.simd and n.lanes and canonical:
+            if not local and not self.held and (held := invariant_reads(n, self.stmts)):
+                self.holding_loop(n, depth, in_parallel, held, pragma="#pragma omp simd")
+                return
             self.emit(depth, "#pragma omp simd")
         elif canonical and not local and n.innermost and not self.held and (
                 held := held_elements(n, self.stmts)):
@@ -196,16 +199,23 @@ class _Printer:
             return
         self.plain_loop(n, depth, in_parallel, local, fence=not self.counters)
 
-    def holding_loop(self, n: For, depth: int, in_parallel: bool, held: tuple[Held, ...]) -> None:
+    def holding_loop(self, n: For, depth: int, in_parallel: bool, held: tuple[Held, ...], pragma: str = "",
+                     fence: bool | None = None) -> None:
         """An innermost loop with elements held in C locals (:mod:`.scalar_promotion`): loaded before it and
-        stored after it where it runs at least once."""
+        stored after it where it runs at least once.  With a ``pragma`` (a vectorized loop), the elements are
+        only read: ``const`` locals, nothing stored after.  ``fence``: as :meth:`plain_loop`'s (default:
+        an outermost loop's)."""
         before, after = holding_lines(held, lambda a: dtypes.dtype(self.p.array(a).dtype).c_type,
                                       lambda e: self.array_ref(e).text)
+        if pragma:
+            before, after = [f"const {line}" for line in before], []
         self.emit(depth, f"if ({index_expr(substitute(n.cond, {n.var: n.lower})).text}) {{")
         for line in before:
             self.emit(depth + 1, line)
         self.held = {key: h.local for h in held if (key := element_key(h.element, {})) is not None}
-        self.plain_loop(n, depth + 1, in_parallel, fence=not self.counters)
+        if pragma:
+            self.emit(depth + 1, pragma)
+        self.plain_loop(n, depth + 1, in_parallel, fence=not self.counters if fence is None else fence)
         self.held = {}
         for line in after:
             self.emit(depth + 1, line)
@@ -330,12 +340,20 @@ class _Printer:
     def parallel_loop(self, n: For, depth: int, local: dict[str, int], choice: RegionChoice) -> None:
         """A parallel loop: an orphaned ``omp for`` in an outlined function (see :meth:`outline`)."""
         simd = " simd" if self.opts.simd and n.innermost else ""
+        held = invariant_reads(n, self.stmts) if simd and not local and not self.held else ()
 
         def body(inner: _Printer) -> None:
-            inner.emit(1, f"#pragma omp for{simd} {choice.pragma_schedule}")
+            pragma = f"#pragma omp for{simd} {choice.pragma_schedule}"
+            if held:  # every thread tests the same bounds: all of them or none reach the omp for
+                inner.holding_loop(n, 1, True, held, pragma=pragma, fence=True)
+                return
+            inner.emit(1, pragma)
             inner.plain_loop(n, 1, in_parallel=True, local=local, fence=True)
 
         def serial(d: int) -> None:
+            if held:
+                self.holding_loop(n, d, True, held, pragma="#pragma omp simd", fence=True)
+                return
             if simd:
                 self.emit(d, "#pragma omp simd")
             self.plain_loop(n, d, in_parallel=True, local=local, fence=True)

@@ -14,6 +14,7 @@ from ..pipeline.options import CpuOptions
 from ..pipeline.target import Target
 from ..schedule.choose import choose_schedule
 from ..schedule.dependences import Dependences, scratch_arrays
+from ..schedule.index_split import split_loops
 from ..schedule.jam import jam_chains
 from ..schedule.loop_ast import If, Node
 from ..schedule.schedule import Schedule
@@ -39,12 +40,21 @@ class CpuTarget(Target):
     options_class = CpuOptions
     balance: float = BALANCE["cpu"]
     source_suffix = "kernel.c"
+    rewrite_name = "index-set splitting"
 
     def check_options(self, options: Any) -> dict[str, Any]:
         """The options, with the C compiler resolved: the option, else ``$CC``, else ``cc``."""
         opts = super().check_options(options)
         opts["cc"] = opts["cc"] or os.environ.get("CC") or "cc"
         return opts
+
+    def rewrite(self, program: Program, opts: dict[str, Any]) -> tuple[Program, list[Decision], bool]:
+        """Under ``schedule="auto"`` and option ``split``: loops split where their carried dependences all
+        meet one iteration (:mod:`polytri.schedule.index_split`)."""
+        if not (opts["split"] and opts["schedule"] == "auto"):
+            return program, [], False
+        split, decisions = split_loops(program)
+        return split, decisions, False
 
     def schedule(self, program: Program, deps: Dependences, opts: dict[str, Any], *, built: bool
                  ) -> tuple[Schedule, list[Decision], Node]:

@@ -103,6 +103,10 @@ class CpuOptions:
     jam: bool = True
     """under schedule='auto', run the rows of sums kept in order 8 at a time (unroll-and-jam), their
     chains of additions interleaved; each sum still adds its terms in order"""
+    split: bool = True
+    """under schedule='auto', split a loop whose carried dependences all meet one iteration into the
+    iterations before, at and after it (index-set splitting): the pieces carry nothing, so they vectorize
+    and run in parallel"""
     threads: int | None = field(default=None, metadata=checked(positive))
     """OpenMP thread count (default: OMP_NUM_THREADS if set, else the cores other processes leave free,
     measured at each call)"""
