@@ -316,3 +316,41 @@ def test_element_types_are_found_and_refused_alike_through_the_memo() -> None:
         dtypes.of_array(np.zeros(2, np.complex64))
     with pytest.raises(pt.TypeCheckError, match="complex64"):
         dtypes.of_array(np.zeros(2, np.complex64))  # refused every time, never remembered
+
+
+def test_a_layout_that_passed_is_not_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks that depend on the arguments' layout alone run once per layout; a new array with the same
+    layout is bound without them, and a new layout is checked again."""
+    import polytri.runtime.args as args
+
+    prog = to_program(_shapes_program())
+    seen: list[str] = []
+    real = args._check_array
+    monkeypatch.setattr(args, "_check_array", lambda program, name, value: (seen.append(name), real(program, name, value)))
+    x, y = np.zeros(4), np.zeros((2, 3))
+    assert bind(prog, {"X": x, "Y": y}).params == {"N": 3, "M": 2}
+    assert seen == ["X", "Y"]
+    assert bind(prog, {"X": np.ones(4), "Y": np.ones((2, 3))}).params == {"N": 3, "M": 2}
+    assert seen == ["X", "Y"]  # same layout: not checked again
+    assert bind(prog, {"X": np.zeros(5), "Y": np.zeros((2, 4))}).params == {"N": 4, "M": 2}
+    assert seen == ["X", "Y"] * 2
+
+
+def test_what_a_layout_does_not_fix_is_checked_at_every_call() -> None:
+    """After a good call, the same layout with overlapping arrays, a read-only array, another byte order
+    or a parameter of another type is refused as before."""
+    prog = to_program(_shapes_program())
+    bind(prog, {"X": np.zeros(4), "Y": np.zeros((2, 3)), "N": 3})
+    buf = np.zeros(10)
+    with pytest.raises(pt.ArgumentError, match="overlap"):
+        bind(prog, {"X": buf[:4], "Y": buf[3:9].reshape(2, 3), "N": 3})
+    frozen = np.zeros(4)
+    frozen.flags.writeable = False
+    with pytest.raises(pt.ArgumentError, match="read-only"):
+        bind(prog, {"X": frozen, "Y": np.zeros((2, 3)), "N": 3})
+    with pytest.raises(pt.ArgumentError, match="byte order"):
+        bind(prog, {"X": np.zeros(4, dtype=">f8"), "Y": np.zeros((2, 3)), "N": 3})
+    with pytest.raises(pt.ArgumentError, match="must be an int"):
+        bind(prog, {"X": np.zeros(4), "Y": np.zeros((2, 3)), "N": 3.0})
+    with pytest.raises(pt.ArgumentError, match="must be an int"):
+        bind(prog, {"X": np.zeros(4), "Y": np.zeros((2, 3)), "N": [3]})

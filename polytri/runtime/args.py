@@ -313,10 +313,38 @@ def _check_overlaps(program: Program, arrays: dict[str, Any]) -> None:
                                     f"polytri requires distinct arrays")
 
 
-def bind(program: Program, kwargs: dict[str, Any], *, device: str = "cpu") -> Bound:
-    """Check the keyword arguments of a call and return them bound; raise :class:`ArgumentError`."""
+#: Layouts of calls that passed every check that depends on the layout alone, remembered per program.
+LAYOUTS_KEPT = 64
+
+
+def _layout(program: Program, kwargs: dict[str, Any], device: str) -> tuple[Any, ...] | None:
+    """What every check of a call but the overlaps, the scalars and the index values depends on: the
+    names passed, each array's type, dtype (byte order included), shape, strides and memory flags, the given
+    parameters (their types too) and the device; ``None`` where a call does not qualify (an array that
+    is not exactly a numpy ndarray: a tensor, a subclass, a masked array)."""
+    layout: list[Any] = [device, tuple(sorted(kwargs))]
+    for a in program.arrays:
+        v = kwargs.get(a.name)
+        if type(v) is not np.ndarray:
+            return None
+        layout.append((v.dtype, v.shape, v.strides, v.flags.writeable, v.flags.aligned))
+    for p in program.params:
+        if p in kwargs:
+            v = kwargs[p]
+            if not isinstance(v, (int, np.integer)):
+                return None  # the checks say what is wrong with it
+            layout.append((p, type(v), v))
+    return tuple(layout)
+
+
+def _checked_params(program: Program, kwargs: dict[str, Any], arrays: dict[str, Any], device: str) -> dict[str, int]:
+    """The parameters of a call, after every check that depends on the layout of its arguments alone;
+    the checks are skipped for a layout that passed them before (:func:`_layout`)."""
+    layout = _layout(program, kwargs, device)
+    known: dict[tuple[Any, ...], dict[str, int]] = program._memo("call_layouts", dict)
+    if layout is not None and layout in known:
+        return known[layout]
     _check_names(program, kwargs)
-    arrays = {a.name: kwargs[a.name] for a in program.arrays}
     for name, value in arrays.items():
         _check_array(program, name, value)
     _check_devices(program, arrays, device)
@@ -324,6 +352,18 @@ def bind(program: Program, kwargs: dict[str, Any], *, device: str = "cpu") -> Bo
     params = _infer_params(program, given, arrays)
     _check_context(program, params)
     check_call_bounds(program, params)
+    if layout is not None:
+        if len(known) >= LAYOUTS_KEPT:
+            known.clear()
+        known[layout] = params
+    return params
+
+
+def bind(program: Program, kwargs: dict[str, Any], *, device: str = "cpu") -> Bound:
+    """Check the keyword arguments of a call and return them bound; raise :class:`ArgumentError`.  The
+    checks that depend on the arguments' layout alone run once per layout (:func:`_checked_params`)."""
+    arrays = {a.name: kwargs.get(a.name) for a in program.arrays}
+    params = _checked_params(program, kwargs, arrays, device)
     _check_overlaps(program, arrays)
     scalars = {s.name: _convert_scalar(program, s.name, kwargs[s.name]) for s in program.scalars}
     check_index_values(program, params, arrays, scalars)
