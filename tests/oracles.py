@@ -85,3 +85,18 @@ def assert_suite_arrays_match(name: str, params: dict, args: dict[str, Any], got
         f32 = args[n].dtype == np.float32
         np.testing.assert_allclose(g, want[n], rtol=1e-4 if f32 else 1e-9, atol=1e-5 if f32 else 1e-12,
                                    err_msg=f"{name}: array {n!r} differs from the reference with {params}")
+
+
+def equal_to_reference(prog: pt.Program, args: dict[str, Any], options: dict[str, Any]) -> Any:
+    """The kernel of ``prog`` compiled for the cpu with ``options``, after checking that one call on a copy
+    of ``args`` leaves every array bit for bit as ``pt.reference`` does on another copy."""
+    from polytri.suite import copy_args
+
+    want, got = copy_args(args), copy_args(args)
+    pt.reference(prog, **want)
+    k = pt.compile(prog, "cpu", options=options)
+    k(**got)
+    for name, value in args.items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{to_program(prog).name}: {name}")
+    return k
