@@ -13,7 +13,9 @@ them writing it), at two different iterations of the loop and the same iteration
 has an end at one point ``x = f(outer counters)``: the *pivot*, a single-valued affine function that isl
 finds as the place of one end of one such pair.  The pieces are the loop's statements restricted to
 ``x < f``, ``x = f`` and ``x > f`` (outer iterations with no pivot run whole in the first), placed as
-three sibling loops in the input order; every other statement keeps its place.  Dependences are computed
+three sibling loops in the input order; every other statement keeps its place.  A split where no piece off
+the pivot runs two iterations of the loop is not made (a sum of two terms "meets" its first one and has
+nothing to gain: a 2 x 2 pooling window).  Dependences are computed
 on the split program and every schedule is proved legal on it as on any other.  Loops are examined from the
 innermost out, and a statement is split at most :data:`MAX_SPLITS` times (floyd-warshall's nine pieces).
 
