@@ -30,7 +30,7 @@ def _paths(n: int, seed: int) -> dict:
 
 
 def _equal(prog: pt.Program, args: dict, options: dict) -> pt.Kernel:
-    return equal_to_reference(prog, args, options)  # bit for bit: sums in order
+    return equal_to_reference(prog, args, options)
 
 
 def test_floyd_warshall_is_split_at_j_equals_k_then_at_i_equals_k() -> None:
