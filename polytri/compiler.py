@@ -8,7 +8,9 @@ stage      what it does                                         whose
 ========== ==================================================== =========================================
 options    merge with the defaults, check every value           the target's options class
 verify     bounds of every access, proved with isl              :mod:`polytri.ir.verify`
-rewrite    statement-group rewrites that pay on the target      ``Target.rewrite`` (GPU: online softmax)
+rewrite    subscripts that divide written as affine functions   :mod:`polytri.ir.subscripts`
+           where they are one, then statement-group rewrites    ``Target.rewrite`` (GPU: online softmax)
+           that pay on the target
 inline     recompute temporaries where it pays                  :mod:`polytri.fusion` (target's balance)
 deps       exact dependences                                    :mod:`polytri.schedule.dependences`
 schedule   schedule proved legal, and its loop AST              ``Target.schedule``
@@ -33,6 +35,7 @@ from .errors import CompilationError, OptionError, PolytriError, public
 from .fusion import inline_producers
 from .ir.builder import to_program
 from .ir.program import Program
+from .ir.subscripts import simplify_subscripts
 from .ir.textform import program_to_text
 from .ir.verify import verify
 from .pipeline.decisions import Decision, records, under
@@ -77,7 +80,7 @@ def compile(program: object, target: str = "cpu", options: Mapping[str, Any] | N
         _check_temporaries(prog, opts["temporaries"])
         out.append(prog)
     with clock.stage("rewrite") as out:
-        prog, fusion, built = _rewrite(tgt, prog, opts)
+        prog, fusion, built = _rewrite(tgt, simplify_subscripts(prog), opts)
         out.append(prog)
     with clock.stage("inline") as out:
         prog, inlined = _inline_temporaries(tgt, prog, opts["temporaries"])

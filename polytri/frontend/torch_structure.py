@@ -21,6 +21,7 @@ from typing import Any
 from ..ir.builder import ProgramBuilder
 from ..ir.program import Program
 from ..ir.split_divisions import split_divisions
+from ..ir.subscripts import simplify_subscripts
 from ..ir.textform import parse_program
 
 
@@ -63,7 +64,7 @@ def structure(program: ProgramBuilder | Program) -> Structure:
     head, _, body = text.partition("\n")
     digest = hashlib.sha256(body.encode()).hexdigest()[:12]
     head = re.sub(r"^program \S+", f"program blk_{digest}", head)
-    return Structure(split_divisions(parse_program(f"{head}\n{body}")), names)
+    return Structure(split_divisions(simplify_subscripts(parse_program(f"{head}\n{body}"))), names)
 
 
 class StructureCache:

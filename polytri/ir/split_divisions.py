@@ -22,10 +22,10 @@ from dataclasses import replace
 
 import islpy as isl
 
-from .affine import NotAffineError, to_isl
 from .expr import Access, Binary, Const, Expr, Var, substitute, transform, walk
 from .indirect import is_indirect_subscript
 from .program import Program, Statement, params_prefix
+from .subscripts import affine_on, divides
 
 
 def split_divisions(prog: Program) -> Program:
@@ -123,42 +123,13 @@ class _KeepsDivision(Exception):
 def _undivided(acc: Access, domain: isl.Set, iterators: list[str], params: tuple[str, ...]) -> Access:
     """``acc`` (written in the new iterators) with each subscript that divides as isl's affine function of
     the new iterators on ``domain``."""
-    return Access(acc.array, tuple(_affine(e, domain, iterators, params)
-                                   if any(isinstance(n, Binary) and n.op in ("//", "%") for n in walk(e)) else e
-                                   for e in acc.index))
+    return Access(acc.array, tuple(_affine(e, domain, iterators, params) if divides(e) else e for e in acc.index))
 
 
 def _affine(e: Expr, domain: isl.Set, iterators: list[str], params: tuple[str, ...]) -> Expr:
     """``e`` as an affine expression without divisions on ``domain`` (:class:`_KeepsDivision` if it is not
     one there)."""
-    try:
-        text = to_isl(e, what="subscript")
-    except NotAffineError:
-        raise _KeepsDivision from None
-    name = domain.get_tuple_name()
-    pa = isl.PwAff(f"{params_prefix(params)}{{ {name}[{', '.join(iterators)}] -> [({text})] }}")
-    pa = pa.intersect_domain(domain).gist(domain)
-    pieces = pa.get_pieces()
-    if len(pieces) != 1:
+    found = affine_on(e, domain, iterators, params)
+    if found is None:
         raise _KeepsDivision
-    aff = pieces[0][1]
-    if aff.dim(isl.dim_type.div) and any(not aff.get_coefficient_val(isl.dim_type.div, k).is_zero()
-                                         for k in range(aff.dim(isl.dim_type.div))):
-        raise _KeepsDivision
-    if not aff.get_denominator_val().is_one():
-        raise _KeepsDivision
-    terms: list[Expr] = []
-    names = [Var(n, "iter") for n in iterators]
-    names += [Var(str(aff.get_dim_name(isl.dim_type.param, k)), "param") for k in range(aff.dim(isl.dim_type.param))]
-    kinds = [isl.dim_type.in_] * len(iterators) + [isl.dim_type.param] * (len(names) - len(iterators))
-    for k, (kind, v) in enumerate(zip(kinds, names)):
-        c = aff.get_coefficient_val(kind, k if kind == isl.dim_type.in_ else k - len(iterators)).to_python()
-        if c:
-            terms.append(v if c == 1 else Binary("*", Const(int(c)), v))
-    const = aff.get_constant_val().to_python()
-    if const or not terms:
-        terms.append(Const(int(const)))
-    out = terms[0]
-    for t in terms[1:]:
-        out = Binary("+", out, t)
-    return out
+    return found
