@@ -23,8 +23,11 @@ a tile keeps whole rows.  A 3-D stencil's band has four: tiled along two, a tile
 (heat-3d at PolyBench's LARGE size: 48 planes of 120 x 120 of two arrays, 11 MiB, beyond the L2); along
 three, each point of a tile is reread fewer than twice from the cache (8 x 8 x 32 tiles of heat-3d: its
 8 steps touch 24 x 48 columns to compute 8 x 32), and it ran between 0.94x and 1.11x the time of its
-input order in three runs (taken at load 1.1-1.7: indicative only): no gain to count on.  So a 3-D
-stencil keeps its input order.
+input order in three runs (taken at load 1.1-1.7: indicative only): no gain to count on.  Measured again
+on a quiet machine (PolyBench's LARGE size, one process, load 0.58 at the start; docs/performance.md),
+every shape tried ran slower than the input order with OpenMP: along three, 8 x 8 x 32 1.13x its time,
+4 x 8 x 32 1.07x, 8 x 16 x 16 1.02x, 16 x 16 x 32 1.09x; whole planes, 8 x 32 1.19x.  Its two arrays, 27.6
+MB, fit in the 32 MiB L3.  So a 3-D stencil keeps its input order.
 
 Sizes: 8 time steps by 32 along the space dimension (a tile of jacobi-2d keeps 48 rows of its two
 arrays: 1 MiB at PolyBench's LARGE size).  4 to 16 steps by 32 ran within 5% of each other, 8 by 128
