@@ -3,9 +3,10 @@
 Views compose their index maps as text: a ``(2, 128, K)`` tensor seen as ``(256, K)`` is read at
 ``[i // 128, i % 128, k]``, and that view seen again as ``(2, 128, K)`` or through a matrix product's
 ``(256, N)`` result reads ``[128 * (i // 128) + i % 128, j]``, which is ``[i, j]``.  The division hides
-that from every analysis that reads subscripts as written: the cpu target's epilogue of a product (a
-GELU after a transformer's first MLP layer ran as a pass of its own over the product's result, read back
-from memory), the vectorizer's stride test, the recognizers of products and reductions.
+that from every analysis that reads subscripts as written: the cpu target's epilogue of a product (the
+GELU after BERT's first MLP layer ran as a pass of its own over the product's result; simplified, it runs
+on each register block of the product, in the same time: docs/pytorch.md), the vectorizer's stride test,
+the recognizers of products and reductions.
 
 :func:`affine_on` asks isl for the function a subscript computes on the instances of its statement; where
 it is one affine function of the iterators and parameters with integer coefficients, that function is the
@@ -100,13 +101,12 @@ def _simplified(st: Statement, params: tuple[str, ...]) -> Statement:
         index = tuple(subscript(e) for e in n.index)
         return n if index == n.index else Access(n.array, index)
 
-    target = access(st.target)
-    value = transform(st.value, access)
-    assert isinstance(target, Access)
-    if target is st.target and value == st.value:
+    if all(subscript(e) == e for acc in (st.target, *st.reads) for e in acc.index):
         return st
-    log.debug("%s: subscripts simplified: %s", st.name, memo)
-    return replace(st, target=target, value=value)
+    target = access(st.target)
+    assert isinstance(target, Access)
+    log.debug("%s: subscripts simplified: %s", st.name, {str(k): str(v) for k, v in memo.items() if k != v})
+    return replace(st, target=target, value=transform(st.value, access))
 
 
 __all__ = ["affine_on", "divides", "simplify_subscripts"]
