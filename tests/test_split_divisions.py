@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import polytri as pt
-from polytri.ir.expr import Binary, walk
 from polytri.ir.split_divisions import split_divisions
+from polytri.ir.subscripts import divides
 from polytri.ir.textform import parse_program
 
 HEAD = "program t []\ncontext {  :  }\narray b [8, 128, 64] float32\narray a [256, 256] float32\n"
@@ -18,8 +18,7 @@ RELAYOUT = ("statement S0 (0, 0, 0) { S0[i0, i1] : 0 <= i0 <= 255 and 0 <= i1 <=
 
 def _divides(prog: pt.Program, name: str) -> bool:
     st = prog.statement(name)
-    return any(isinstance(n, Binary) and n.op in ("//", "%")
-               for acc in (st.target, *st.reads) for e in acc.index for n in walk(e))
+    return any(divides(e) for acc in (st.target, *st.reads) for e in acc.index)
 
 
 def _run(prog: pt.Program, b: np.ndarray) -> np.ndarray:

@@ -3,10 +3,9 @@
 Views compose their index maps as text: a ``(2, 128, K)`` tensor seen as ``(256, K)`` is read at
 ``[i // 128, i % 128, k]``, and that view seen again as ``(2, 128, K)`` or through a matrix product's
 ``(256, N)`` result reads ``[128 * (i // 128) + i % 128, j]``, which is ``[i, j]``.  The division hides
-that from every analysis that reads subscripts as written: the cpu target's epilogue of a product (the
-GELU after BERT's first MLP layer ran as a pass of its own over the product's result; simplified, it runs
-on each register block of the product, in the same time: docs/pytorch.md), the vectorizer's stride test,
-the recognizers of products and reductions.
+that from the analyses that match subscripts as written, such as the cpu target's test for a product's
+epilogue (the GELU after BERT's first MLP layer ran as a pass of its own over the product's result;
+simplified, it runs on each register block of the product, in the same time: docs/pytorch.md).
 
 :func:`affine_on` asks isl for the function a subscript computes on the instances of its statement; where
 it is one affine function of the iterators and parameters with integer coefficients, that function is the
