@@ -205,16 +205,19 @@ def _record_cuts(steps: list[Step], cuts: dict[fx.Node, Decision]) -> None:
 
 def _sink_input_work(graph: fx.Graph) -> bool:
     """Move each elementwise or view node that reads only the graph's inputs (a weight's dequantization, a
-    transposed weight) to just before its first user, so that it lands in its consumer's program and is
-    computed where it is read there, instead of being stored by the program of wherever the graph listed it
-    (exporters list such nodes first).  Returns whether a node moved."""
+    transposed weight), and each view node whatever it reads, to just before its first user, so that it
+    lands in its consumer's program and is computed where it is read there, instead of being stored by the
+    program of wherever the graph listed it (exporters list such nodes first).  A view left in its
+    producer's program past a cut is an output of that program that torch makes (an ``expand``: strides
+    of zero), which the next program then copies at every call and which keeps it out of the graph's
+    launch (BERT's token types, read by its second program).  Returns whether a node moved."""
     order = {n: k for k, n in enumerate(graph.nodes)}
     moved = False
     for node in reversed(list(graph.nodes)):
         inputs, info = node.all_input_nodes, HANDLERS.get(op_name(node))
         if (node.op != "call_function" or not inputs or not node.users or info is None or not is_lowerable(node)
                 or info.kind not in ("pointwise", "view")
-                or any(a.op not in ("placeholder", "get_attr") for a in inputs)):
+                or (info.kind != "view" and any(a.op not in ("placeholder", "get_attr") for a in inputs))):
             continue
         first = min(node.users, key=lambda u: order[u])
         if first.op != "output" and order[first] > order[node] + 1:
