@@ -5,6 +5,7 @@ Skipped when ``transformers`` is not installed (the ``transformers`` extra)."""
 
 from __future__ import annotations
 
+import gc
 import warnings
 
 import pytest
@@ -12,6 +13,8 @@ import torch
 import torch._dynamo
 
 import polytri as pt
+from polytri.frontend.torch_graph_launch import GraphLaunch
+from polytri.frontend.torch_runtime import CompiledGraph, _KernelStep
 from polytri.suite.models import TRANSFORMERS, build_call, to_dtype
 
 pytest.importorskip("transformers")
@@ -68,3 +71,23 @@ def test_transformer_with_dynamic_shapes_runs_in_kernels(name: str) -> None:
         expected = model(*args)
         compiled = torch.compile(model, backend="polytri", dynamic=True)
         torch.testing.assert_close(compiled(*args), expected, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMERS))
+def test_transformer_runs_every_kernel_in_one_launch(name: str) -> None:
+    """From the third call on, one C call runs every kernel of the graph, the token embeddings (indirect
+    reads, their index ranges checked in C) included; a view between two programs (BERT's token types,
+    expanded) goes with the program that reads it, which reads it through its base instead of a copy."""
+    model, args = build_call(name)
+    before = {id(o) for o in gc.get_objects() if type(o) is CompiledGraph}
+    with torch.no_grad():
+        jitted = pt.jit(model)
+        for _ in range(3):
+            got = jitted(*args)
+        torch.testing.assert_close(got, model(*args), rtol=1e-3, atol=1e-4)
+    [graph] = [o for o in gc.get_objects() if type(o) is CompiledGraph and id(o) not in before]
+    [plan] = graph._plans.values()
+    steps = [s for s in graph.steps if isinstance(s, _KernelStep)]
+    assert len(plan) == 1 and isinstance(plan[0], GraphLaunch) and plan[0].steps == steps == graph.steps
+    assert any(s._indirect for s in steps) and all(la.ranges is not None for s, la in
+                                                   zip(steps, plan[0].launches) if s._indirect)

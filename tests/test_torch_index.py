@@ -7,12 +7,16 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch._dynamo
 import torch.nn.functional as F
 
 import polytri as pt
+from polytri.frontend.torch_graph_launch import GraphLaunch
+from polytri.frontend.torch_launch import Launch
+from polytri.runtime.index_check import flat_runs
 
 
 def _embedding(w: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -86,3 +90,49 @@ def test_an_index_tensor_changed_in_place_after_a_good_call_is_checked_again() -
         f(w, ids)
     ids[1, 2] = 10
     torch.testing.assert_close(f(w, ids), _embedding(w, ids), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("fn", "args", "bad"), [
+    (_embedding, (torch.randn(11, 6), torch.randint(0, 11, (3, 4))), (11, -1)),
+    (_index_middle, (_X, torch.tensor([6, -7, 3], dtype=torch.int32)), (7, -8)),   # negative: from the end
+    (_index_computed, (torch.randn(11, 6), torch.randint(0, 10, (2, 3))), (10, -2)),  # checked between programs
+], ids=["embedding", "wrapped-int32", "computed"])
+def test_launches_check_index_ranges_in_c_and_a_bad_value_still_raises(fn: Callable[..., torch.Tensor],
+                                                                       args: tuple[Any, ...], bad: tuple[int, int],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels with indirect reads get launches (and join a graph's launch) whose index ranges are checked
+    by compiled code; a value out of range found there sends the call the checked way, which raises eager's
+    error, and the graph stays compiled."""
+    ran: list[Any] = []
+    for cls in (Launch, GraphLaunch):
+        inner = cls.__call__
+        monkeypatch.setattr(cls, "__call__", lambda self, env, inner=inner: (ran.append(self), inner(self, env))[1])
+    torch._dynamo.reset()
+    f = torch.compile(fn, backend="polytri")
+    for _ in range(3):
+        torch.testing.assert_close(f(*args), fn(*args))
+    ranges = [la.ranges for la in ran if isinstance(la, Launch)]
+    ranges += [la.ranges for g in ran if isinstance(g, GraphLaunch) for la in g.launches]
+    assert any(r is not None for r in ranges)
+    if fn is _index_computed:  # two programs, the second reads the first's values as indices
+        assert any(isinstance(u, GraphLaunch) for u in ran)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the graph is not given up for bad data
+        for value in bad:
+            wrong = args[-1].clone()
+            wrong.view(-1)[-1] = value
+            with pytest.raises(IndexError):
+                f(*args[:-1], wrong)
+        torch.testing.assert_close(f(*args), fn(*args))
+
+
+def test_index_ranges_are_the_blocks_of_the_index_arrays_in_c_order() -> None:
+    assert flat_runs((2, 128), (slice(0, 2), slice(0, 128))) == [(0, 256)]
+    assert flat_runs((1, 128), (0, slice(0, 128))) == [(0, 128)]
+    assert flat_runs((4, 6), (slice(1, 3), slice(2, 5))) == [(8, 3), (14, 3)]
+    assert flat_runs((3, 4, 5), (slice(0, 3), 1, slice(0, 5))) == [(5, 5), (25, 5), (45, 5)]
+    assert flat_runs((), ()) == [(0, 1)]
+    values = np.arange(60).reshape(3, 4, 5)
+    block = (slice(1, 3), slice(1, 3), slice(0, 5))
+    runs = flat_runs(values.shape, block)
+    assert sorted(v for s, n in runs for v in values.reshape(-1)[s:s + n]) == sorted(values[block].reshape(-1))

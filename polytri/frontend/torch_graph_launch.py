@@ -17,7 +17,9 @@ launches, on the CPU with a slot entry, where each input of a step that an earli
 that step's array itself (not a view at an offset); the steps' views and results are bound after the call
 as the steps bind them.  The checks at each call are the launches': every value made before the run that
 a kernel reads is a contiguous tensor (else the steps run one by one); the steps' locks are held during
-the call (a concurrent call runs the steps one by one, with intermediates of its own).
+the call (a concurrent call runs the steps one by one, with intermediates of its own); a step with index
+ranges to check (its launch's) runs only where they hold, else the run stops there and its steps run one
+by one (the steps before it wrote arrays of their own only, which are dropped).
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class _Tables:
     params: Any
     param_rows: list[Any]
     work: Any
+    nranges: Any
+    ranges: Any
 
 
 class GraphLaunch:
@@ -80,13 +84,19 @@ class GraphLaunch:
             nargs=(ctypes.c_int64 * n)(*[len(s) for s in slot_of]),
             slot_of=(ctypes.c_void_p * n)(*[ctypes.addressof(r) for r in rows]), rows=rows,
             params=(ctypes.c_void_p * n)(*[ctypes.addressof(r) for r in param_rows]), param_rows=param_rows,
-            work=(ctypes.c_double * n)(*[float(s.kernel.min_parallel_work) for s in steps]))
+            work=(ctypes.c_double * n)(*[float(s.kernel.min_parallel_work) for s in steps]),
+            nranges=(ctypes.c_int64 * n)(*[0 if la.ranges is None else len(la.ranges) for la in launches]),
+            ranges=(ctypes.c_void_p * n)(*[None if la.ranges is None else ctypes.addressof(la.ranges)
+                                           for la in launches]))
         self._args = (n, ctypes.addressof(self._t.fns), ctypes.addressof(self._t.nargs),
                       ctypes.addressof(self._t.slot_of), self._slots_at, ctypes.addressof(self._t.params))
+        self._tail = (ctypes.addressof(self._t.work), ctypes.addressof(self._t.nranges),
+                      ctypes.addressof(self._t.ranges))
 
     def __call__(self, env: dict[fx.Node, Any]) -> bool:
-        """Run every step on the values of ``env`` and bind their results there; ``False`` (nothing run)
-        where an input is not a contiguous tensor or another call holds a step."""
+        """Run every step on the values of ``env`` and bind their results there; ``False`` (nothing bound)
+        where an input is not a contiguous tensor, another call holds a step or a step's index ranges do
+        not hold."""
         with _all_held([s._lock for s in self.steps]) as held:
             if not held:
                 return False
@@ -100,7 +110,8 @@ class GraphLaunch:
                 t = torch.empty(a.shape, dtype=a.dtype, device=self.device)
                 self.slots[slot] = t.data_ptr()
                 made[j][a.name] = t if a.rank else t.reshape(())
-            self._driver(*self._args, threads_now(self.threads), ctypes.addressof(self._t.work))
+            if self._driver(*self._args, threads_now(self.threads), *self._tail) >= 0:
+                return False
         for step, m in zip(self.steps, made):
             step._bind(m, env)
         return True

@@ -19,7 +19,7 @@ from ..errors import IndexValueError, PolytriError
 from ..fusion.traffic import Traffic
 from ..ir.builder import ProgramBuilder
 from ..pipeline.decisions import Decision
-from ..runtime.index_check import IndexCheck
+from ..runtime.index_check import IndexCheck, IndexRange
 from .torch_cache import compile_cached
 from .torch_graph_launch import CALL, GraphLaunch, graph_launch
 from .torch_launch import Launch, launch_for
@@ -107,7 +107,9 @@ class _KernelStep:
                            if seg.program.statements and not seg.program.scalars else None)
         self._launches: dict[tuple[int, ...], Launch] = {}
         """The step's launches by parameter values (:mod:`.torch_launch`), made after a checked call."""
-        self._launchable = self._unchecked is not None and not self._indirect and not self._writes_an_input()
+        self._launchable = self._unchecked is not None and not self._writes_an_input()
+        """Whether the step can have launches; one with indirect subscripts loses it where its index check is
+        not ranges of index values (:meth:`_make_launch`)."""
         self._last_made: tuple[object, dict[str, int]] | None = None
         """The call (:data:`.torch_graph_launch.CALL`'s value in its values) in which the step last ran on its
         own intermediates, and the addresses of the arrays it made then, by name (:mod:`.torch_graph_launch`)."""
@@ -204,13 +206,23 @@ class _KernelStep:
     def _make_launch(self, key: tuple[int, ...], kwargs: dict[str, Any], made: dict[str, torch.Tensor],
                      device: torch.device) -> None:
         """Keep the launch of the call that just passed (arguments ``kwargs``, new arrays ``made``)."""
-        assert self._unchecked is not None
+        assert self._unchecked is not None and self.kernel is not None
+        ranges: tuple[IndexRange, ...] = ()
+        if self._indirect:  # its index check, on the kernel's array names, as ranges checked in C
+            prog = self.kernel.program
+            found = IndexCheck(prog, dict(zip(prog.params, key))).ranges()
+            if found is None:
+                self._launchable = False
+                return
+            names = {a.name: own for a, own in zip(prog.arrays, self._arrays)}
+            ranges = tuple(replace(r, array=names[r.array]) for r in found)
         if len(self._launches) >= 64:  # many sizes (dynamic shapes)
             self._launches.clear()
         new = [(name, tuple(made[name].shape), dtype, rank) for name, _, _, dtype, rank in self.outputs]
         new += [(name, tuple(made[name].shape), dtype, rank) for name, _, dtype, rank in self.bases]
         self._launches[key] = launch_for(self._unchecked, self._arrays, self.inputs, new,
-                                         {name: kwargs[name] for name, _, _ in self.temps}, key, device)
+                                         {name: kwargs[name] for name, _, _ in self.temps}, key, device,
+                                         ranges, self.kernel.options["cc"])
 
     def _bind(self, made: dict[str, torch.Tensor], env: dict[fx.Node, Any]) -> None:
         """Bind the new arrays ``made`` (and the views torch makes of them) in ``env``."""

@@ -212,6 +212,69 @@ class IndexCheck:
         for sub in self.subscripts:
             _check_subscript(self.program, sub, self.params, arrays, scalars)
 
+    def ranges(self, *, max_runs: int = 16) -> tuple[IndexRange, ...] | None:
+        """The whole check as ranges of elements of index arrays (C-contiguous) that must lie in ranges of
+        values, for code that runs it without Python (:mod:`polytri.cpu_codegen.graph_driver`); ``None``
+        where a subscript is not a block of one index array (its values must be computed), an index array
+        has a type without a code in :data:`RANGE_TYPES`, or a block takes more than ``max_runs`` runs."""
+        out: list[IndexRange] = []
+        for sub in self.subscripts:
+            if sub.block is None:
+                return None
+            name, block = sub.block
+            arr = self.program.array(name)
+            if arr.dtype not in RANGE_TYPES:
+                return None
+            shape = tuple(evaluate(d, self.params) for d in arr.shape)
+            runs = flat_runs(shape, block)
+            if len(runs) > max_runs:
+                return None
+            out += [IndexRange(name, arr.dtype, start, count, sub.low, sub.extent) for start, count in runs]
+        return tuple(out)
+
+
+RANGE_TYPES = ("int64", "int32", "uint8", "int8")
+"""Types of index arrays whose ranges compiled code checks (their codes are their positions)."""
+
+
+@dataclass(frozen=True)
+class IndexRange:
+    """``count`` consecutive elements of index array ``array`` from element ``start`` (C order) each in
+    ``[low, high)``."""
+
+    array: str
+    dtype: str
+    start: int
+    count: int
+    low: int
+    high: int
+
+
+def flat_runs(shape: tuple[int, ...], block: tuple[int | slice, ...]) -> list[tuple[int, int]]:
+    """The elements of the block ``block`` (an index or a slice of step one per dimension) of a C-contiguous
+    array of ``shape``, as runs ``(first element, count)``: the innermost dimensions the block takes whole,
+    and one more it takes a slice of, make one run; the dimensions before it are enumerated."""
+    if not shape:
+        return [(0, 1)]
+    spans = [(b, b + 1) if isinstance(b, int) else (b.start or 0, shape[k] if b.stop is None else b.stop)
+             for k, b in enumerate(block)]
+    if any(hi <= lo for lo, hi in spans):
+        return []
+    strides = [1] * len(shape)
+    for k in range(len(shape) - 2, -1, -1):
+        strides[k] = strides[k + 1] * shape[k + 1]
+    inner = len(shape)
+    while inner > 0 and spans[inner - 1] == (0, shape[inner - 1]):
+        inner -= 1
+    if inner > 0:
+        inner -= 1  # the dimension the run takes a slice of
+    count = (spans[inner][1] - spans[inner][0]) * strides[inner]
+    starts = [0]
+    for k in range(inner + 1):
+        lo, hi = spans[k] if k < inner else (spans[k][0], spans[k][0] + 1)
+        starts = [s + i * strides[k] for s in starts for i in range(lo, hi)]
+    return [(s, count) for s in starts]
+
 
 def _check_subscript(program: Program, sub: _Subscript, params: dict[str, int], arrays: dict[str, Any],
                      scalars: dict[str, Any]) -> None:
