@@ -78,8 +78,8 @@ def test_an_index_out_of_range_raises_eagers_error_and_later_calls_stay_compiled
 
 
 def test_an_index_tensor_changed_in_place_after_a_good_call_is_checked_again() -> None:
-    """The check skips an index tensor that passed and is unchanged (same object, same version counter):
-    writing into it in place between calls must bring the check back."""
+    """Index values are checked at every call (in C once the kernel has a launch): a value written into
+    the index tensor in place after good calls is caught."""
     torch._dynamo.reset()
     w, ids = torch.randn(11, 6), torch.randint(0, 11, (3, 4))
     f = torch.compile(_embedding, backend="polytri")
