@@ -16,6 +16,7 @@ import torch.nn.functional as F
 import polytri as pt
 from polytri.frontend.torch_graph_launch import GraphLaunch
 from polytri.frontend.torch_launch import Launch
+from polytri.frontend.torch_runtime import CompiledGraph, _KernelStep
 from polytri.runtime.index_check import flat_runs
 
 
@@ -136,3 +137,26 @@ def test_index_ranges_are_the_blocks_of_the_index_arrays_in_c_order() -> None:
     block = (slice(1, 3), slice(1, 3), slice(0, 5))
     runs = flat_runs(values.shape, block)
     assert sorted(v for s, n in runs for v in values.reshape(-1)[s:s + n]) == sorted(values[block].reshape(-1))
+
+
+def test_indices_computed_in_the_subscript_keep_the_checked_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``embedding(ids + 1, w)``: the kernel reads ``w[ids[i, j] + 1, k]``, whose values must be computed
+    before they are checked, which :meth:`IndexCheck.ranges` does not do: the step gets no launch, and
+    every call goes through the checked way, which still catches a bad value."""
+    def fn(w: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(ids + 1, w) * 2.0
+    called: list[CompiledGraph] = []
+    run = CompiledGraph.__call__
+    monkeypatch.setattr(CompiledGraph, "__call__", lambda self, *a: (called.append(self), run(self, *a))[1])
+    torch._dynamo.reset()
+    w, ids = torch.randn(11, 6), torch.randint(0, 10, (3, 4))
+    f = torch.compile(fn, backend="polytri")
+    for _ in range(3):
+        torch.testing.assert_close(f(w, ids), fn(w, ids))
+    [graph] = set(called)
+    [step] = [s for s in graph.steps if isinstance(s, _KernelStep)]
+    assert step._indirect and not step._launchable and not step._launches
+    bad = ids.clone()
+    bad[2, 3] = 10
+    with pytest.raises(IndexError):
+        f(w, bad)
