@@ -61,6 +61,9 @@ def test_compiled_equals_eager_without_fallback(fn: Callable[..., torch.Tensor],
     torch.testing.assert_close(got, fn(*args))  # exp may differ from eager in the last bit
     report = pt.explain(fn, *args)
     assert report.fallback_ops == [] and report.kernels
+    checks = [d for k in report.kernels for d in k.runtime if d.kind == "index-check"]
+    assert checks and all(d.data["compiled"] for d in checks)  # every index read as it is: checked in C
+    assert "checked by compiled code" in str(report)
 
 
 def test_an_index_out_of_range_raises_eagers_error_and_later_calls_stay_compiled() -> None:
@@ -160,3 +163,6 @@ def test_indices_computed_in_the_subscript_keep_the_checked_way(monkeypatch: pyt
     bad[2, 3] = 10
     with pytest.raises(IndexError):
         f(w, bad)
+    report = pt.explain(fn, w, ids)
+    [check] = [d for k in report.kernels for d in k.runtime]
+    assert check.kind == "index-check" and not check.data["compiled"] and "checked in Python" in str(report)

@@ -42,6 +42,7 @@ class ExplainReport:
                              f"{_size(k.unfused_bytes)} unfused (one kernel per operator): "
                              f"{k.bytes_moved / k.unfused_bytes:.2f}x")
             lines += [f"    {r}" for r in k.rewrites]
+            lines += [f"    {r}" for r in k.runtime]
         if self.fusion_groups:
             lines.append("fusion groups (one statement each):")
             lines += [f"  {' + '.join(g)}" for g in self.fusion_groups]

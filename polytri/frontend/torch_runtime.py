@@ -63,6 +63,8 @@ class KernelInfo:
     lowering computes ops (a convolution's form, an integer contraction)."""
     lowering: list[Decision] = field(default_factory=list)
     """The lowering's decisions as records (stage ``lowering``): the last entries of ``rewrites``."""
+    runtime: list[Decision] = field(default_factory=list)
+    """How each call runs the kernel (stage ``runtime``): where its index values are checked."""
 
     @property
     def bytes_moved(self) -> int | None:
@@ -279,6 +281,25 @@ class _KernelStep:
             kwargs[name] = t
 
 
+def index_check_decision(step: _KernelStep, values: dict[str, int]) -> Decision:
+    """Where each call checks the index values of ``step`` (a kernel with indirect subscripts) at the graph's
+    parameter ``values``: in compiled code before the kernel runs (ranges of index values, see
+    :meth:`.IndexCheck.ranges`), or in Python (a subscript computes on the index values)."""
+    assert step.kernel is not None
+    prog, name = step.kernel.program, step.segment.program.name if step.segment.program else "program"
+    found = IndexCheck(prog, dict(zip(prog.params, step.key(values)))).ranges()
+    if found is None:
+        return Decision("runtime", "index-check", name,
+                        "index values: computed from the index arrays and checked in Python at each call (a "
+                        "subscript computes on them), so the kernel runs outside the graph's one C call",
+                        {"compiled": False})
+    spans = [(step.form.original_array(r.array), r.start, r.start + r.count, r.low, r.high) for r in found]
+    listed = ", ".join(f"{a} elements [{lo}, {hi}) in [{low}, {high})" for a, lo, hi, low, high in spans)
+    return Decision("runtime", "index-check", name,
+                    f"index values: checked by compiled code just before the kernel runs ({listed or 'none read'}), "
+                    "once the kernel has run with these sizes", {"compiled": True, "ranges": spans})
+
+
 def _as_given(env: dict[fx.Node, Any], nodes: Sequence[fx.Node], ptrs: Sequence[int]) -> bool:
     """Whether the kernel read each of ``nodes`` in place (at ``ptrs``): a tensor, not a copy."""
     values = [env[n] for n in nodes]
@@ -369,8 +390,9 @@ class CompiledGraph:
                             for d in getattr(s.kernel, "decision_records", ()) if d.kind in ("recompute", "online-softmax")]
                 rewrites += [d.text for d in s.segment.decisions]
                 source = s.form.original_text(getattr(s.kernel, "source", ""))
+                runtime = [index_check_decision(s, parameter_values(self.plan.params))] if s._indirect else []
                 out.append(KernelInfo(prog.name, self.target, source, str(prog), [n.name for n in s.segment.nodes],
-                                      traffic, unfused, rewrites, list(s.segment.decisions)))
+                                      traffic, unfused, rewrites, list(s.segment.decisions), runtime))
         return out
 
     def __call__(self, *args: Any) -> Any:
