@@ -283,16 +283,22 @@ class _KernelStep:
 
 def index_check_decision(step: _KernelStep, values: dict[str, int]) -> Decision:
     """Where each call checks the index values of ``step`` (a kernel with indirect subscripts) at the graph's
-    parameter ``values``: in compiled code before the kernel runs (ranges of index values, see
-    :meth:`.IndexCheck.ranges`), or in Python (a subscript computes on the index values)."""
+    parameter ``values``: in compiled code before the kernel runs (a CPU kernel with launches whose check is
+    ranges of index values, see :meth:`.IndexCheck.ranges`), or in Python."""
     assert step.kernel is not None
     prog, name = step.kernel.program, step.segment.program.name if step.segment.program else "program"
-    found = IndexCheck(prog, dict(zip(prog.params, step.key(values)))).ranges()
+    found = IndexCheck(prog, dict(zip(prog.params, step.key(values)))).ranges() if step._launchable else None
     if found is None:
+        if step._unchecked is None:
+            why = "the kernel is called through its checked entry on this target"
+        elif step._writes_an_input():
+            why = "the kernel writes one of its inputs"
+        else:
+            why = "a subscript computes on them"
+        outside = ", so the kernel runs outside the graph's one C call" if step._unchecked is not None else ""
         return Decision("runtime", "index-check", name,
-                        "index values: computed from the index arrays and checked in Python at each call (a "
-                        "subscript computes on them), so the kernel runs outside the graph's one C call",
-                        {"compiled": False})
+                        f"index values: computed from the index arrays and checked in Python at each call ({why})"
+                        + outside, {"compiled": False, "why": why})
     spans = [(step.form.original_array(r.array), r.start, r.start + r.count, r.low, r.high) for r in found]
     listed = ", ".join(f"{a} elements [{lo}, {hi}) in [{low}, {high})" for a, lo, hi, low, high in spans)
     return Decision("runtime", "index-check", name,
@@ -390,7 +396,12 @@ class CompiledGraph:
                             for d in getattr(s.kernel, "decision_records", ()) if d.kind in ("recompute", "online-softmax")]
                 rewrites += [d.text for d in s.segment.decisions]
                 source = s.form.original_text(getattr(s.kernel, "source", ""))
-                runtime = [index_check_decision(s, parameter_values(self.plan.params))] if s._indirect else []
+                runtime: list[Decision] = []
+                if s._indirect:
+                    try:
+                        runtime.append(index_check_decision(s, parameter_values(self.plan.params)))
+                    except Exception as exc:  # a line of the report: its failure must not fail the report
+                        log.warning("%s: no index-check record (%s: %s)", prog.name, type(exc).__name__, exc)
                 out.append(KernelInfo(prog.name, self.target, source, str(prog), [n.name for n in s.segment.nodes],
                                       traffic, unfused, rewrites, list(s.segment.decisions), runtime))
         return out
