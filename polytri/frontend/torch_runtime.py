@@ -303,7 +303,8 @@ def index_check_decision(step: _KernelStep, values: dict[str, int]) -> Decision:
     listed = ", ".join(f"{a} elements [{lo}, {hi}) in [{low}, {high})" for a, lo, hi, low, high in spans)
     return Decision("runtime", "index-check", name,
                     f"index values: checked by compiled code just before the kernel runs ({listed or 'none read'}), "
-                    "once the kernel has run with these sizes", {"compiled": True, "ranges": spans})
+                    "from its launch on (made after a first call with these sizes that read its inputs in place; "
+                    "until then, in Python)", {"compiled": True, "ranges": spans})
 
 
 def _as_given(env: dict[fx.Node, Any], nodes: Sequence[fx.Node], ptrs: Sequence[int]) -> bool:
