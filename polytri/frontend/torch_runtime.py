@@ -155,13 +155,20 @@ class _KernelStep:
         """The call-time check of the kernel's indirect subscripts (:mod:`polytri.runtime.index_check`),
         whose instances are computed once per parameter values."""
         assert self.kernel is not None
-        prog, args = self.kernel.program, self._detached(inputs, kwargs)
+        args = self._detached(inputs, kwargs)
+        self.index_check(params)({a.name: args[a.name] for a in self.kernel.program.arrays}, {})
+
+    def index_check(self, params: tuple[int, ...]) -> IndexCheck:
+        """The kernel's index check at parameter values ``params`` (in the program's order), built once for
+        them: the call-time check, the ranges of the step's launches and ``explain()``'s record share it."""
+        assert self.kernel is not None
         check = self._index_checks.get(params)
         if check is None:
             if len(self._index_checks) >= 64:  # many sizes (dynamic shapes)
                 self._index_checks.clear()
-            check = self._index_checks[params] = IndexCheck(prog, {p: args[p] for p in prog.params})
-        check({a.name: args[a.name] for a in prog.arrays}, {})
+            prog = self.kernel.program
+            check = self._index_checks[params] = IndexCheck(prog, dict(zip(prog.params, params)))
+        return check
 
     def _detached(self, inputs: list[torch.Tensor], kwargs: dict[str, Any]) -> dict[str, Any]:
         """``kwargs`` with the inputs, detached from autograd (the checked call reads them), named as in
@@ -210,14 +217,12 @@ class _KernelStep:
         """Keep the launch of the call that just passed (arguments ``kwargs``, new arrays ``made``)."""
         assert self._unchecked is not None and self.kernel is not None
         ranges: tuple[IndexRange, ...] = ()
-        if self._indirect:  # its index check, on the kernel's array names, as ranges checked in C
-            prog = self.kernel.program
-            found = IndexCheck(prog, dict(zip(prog.params, key))).ranges()
+        if self._indirect:  # its index check as ranges checked in C, on the step's array names
+            found = self.index_check(key).ranges()
             if found is None:
                 self._launchable = False
                 return
-            names = {a.name: own for a, own in zip(prog.arrays, self._arrays)}
-            ranges = tuple(replace(r, array=names[r.array]) for r in found)
+            ranges = tuple(replace(r, array=self.form.original_array(r.array)) for r in found)
         if len(self._launches) >= 64:  # many sizes (dynamic shapes)
             self._launches.clear()
         new = [(name, tuple(made[name].shape), dtype, rank) for name, _, _, dtype, rank in self.outputs]
@@ -285,9 +290,8 @@ def index_check_decision(step: _KernelStep, values: dict[str, int]) -> Decision:
     """Where each call checks the index values of ``step`` (a kernel with indirect subscripts) at the graph's
     parameter ``values``: in compiled code before the kernel runs (a CPU kernel with launches whose check is
     ranges of index values, see :meth:`.IndexCheck.ranges`), or in Python."""
-    assert step.kernel is not None
-    prog, name = step.kernel.program, step.segment.program.name if step.segment.program else "program"
-    found = IndexCheck(prog, dict(zip(prog.params, step.key(values)))).ranges() if step._launchable else None
+    name = step.segment.program.name if step.segment.program else "program"
+    found = step.index_check(step.key(values)).ranges() if step._launchable else None
     if found is None:
         if step._unchecked is None:
             why = "the kernel is called through its checked entry on this target"
