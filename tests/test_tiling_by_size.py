@@ -18,7 +18,13 @@ from polytri.schedule.dependences import compute_dependences
 from polytri.schedule.loop_ast import Block, For, If, build_loop_ast, guarded_in_innermost
 from polytri.schedule.reuse import loop_reuse, reuse_exceeding
 from polytri.schedule.schedule import original_schedule
-from polytri.schedule.time_tiles import SIZES, spanning_band
+from polytri.schedule.time_tiles import (
+    SIZES,
+    SIZES_1D,
+    side_by_side_condition,
+    spanning_band,
+    tiles_side_by_side,
+)
 from polytri.suite import KERNELS
 from polytri.suite.datasets import DATASETS
 
@@ -151,6 +157,57 @@ def test_the_time_tiled_version_is_right(name: str, threads: int, monkeypatch: p
     k = pt.compile(KERNELS[name].build(), options={"threads": threads, "tile_size": 2})
     assert k.schedule_info.label == "original/time-tiled by size"
     suite_kernel_agrees(k, name, {"T": 5, "N": 13, "NX": 11, "NY": 9})
+
+
+def test_a_1d_stencil_runs_in_time_tiles_where_two_run_side_by_side() -> None:
+    """jacobi-1d's rows fit the L1 cache: its time tiles are for parallelism, picked by the tiles' count."""
+    prog, (sched, decisions, ast) = _auto("jacobi_1d")
+    assert isinstance(ast, If) and sched.origin == "original"
+    assert (sched.alternative.origin, sched.alternative.condition) == ("time-tiled", "tile-count")
+    assert sched.label == "original/time-tiled by tile count"
+    (tiles,) = [d for d in sched.alternative.decisions if d.kind == "time-tile"]
+    assert tiles.data["wavefront"] and tiles.data["sizes"] == SIZES_1D
+    (why,) = [d for d in decisions if d.kind == "time-tile-by-count"]
+    assert (why.data["tiled"], why.data["untiled"]) == ("time-tiled", "original")
+    assert [least for _, _, least in why.data["trips"]] == [2 * SIZES_1D[0], 2 * SIZES_1D[1]]
+    tiled = ast.then
+    # the tiles' points run the input order's loops, in SIMD lanes, without a guard; tile loop 2 is parallel
+    assert not guarded_in_innermost(tiled)
+    assert [f.lanes for f in _loops(tiled) if f.innermost] == [True, True]
+    assert [f.parallel for f in _loops(tiled) if f.dim < 2][:2] == [False, True]
+    medium, large = (DATASETS[d]["jacobi_1d"] for d in ("medium", "large"))
+    assert ast.cond == side_by_side_condition(list(why.data["trips"]))
+    assert not _holds(why.data["trips"], medium) and _holds(why.data["trips"], large)   # N = 400: one tile a row
+
+
+def _holds(tests, env: dict[str, int]) -> bool:
+    return all(evaluate(t, env) >= least for _, t, least in tests)
+
+
+def test_time_tiles_need_two_tiles_along_both_loops() -> None:
+    _, (_, _, ast) = _auto("jacobi_1d")
+    tests = tiles_side_by_side(ast.orelse, (4, 8))
+    assert tests is not None and sorted(least for _, _, least in tests) == [8, 16]
+    for T, N, runs in ((8, 18, True), (7, 18, False), (8, 17, False)):
+        assert _holds(tests, {"T": T, "N": N}) == runs
+    p = pt.Program("one_step", params=["N"])   # a single time step: no tile rows to run side by side
+    p.array("A", ("N",))
+    p.array("B", ("N",))
+    with p.loop("i", 1, "N - 1"):
+        p.assign("B[i] = A[i - 1] + A[i + 1]")
+    prog = to_program(p)
+    assert tiles_side_by_side(build_loop_ast(prog, original_schedule(prog, compute_dependences(prog)),
+                                             compute_dependences(prog)), (4, 8)) is None
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_1d_time_tiled_version_is_right(threads: int, suite_kernel_agrees) -> None:
+    # sides of 2: the tiles run at T >= 4 and N - 2 >= 4; every region opens (no work threshold)
+    k = pt.compile(KERNELS["jacobi_1d"].build(),
+                   options={"threads": threads, "tile_size": 2, "min_parallel_work": 0})
+    assert k.schedule_info.label == "original/time-tiled by tile count"
+    for T, N in ((5, 13), (9, 30), (4, 6)):
+        suite_kernel_agrees(k, "jacobi_1d", {"T": T, "N": N})
 
 
 def test_a_stencil_among_other_loops_gets_no_time_tiles() -> None:

@@ -7,7 +7,7 @@ falls back to the input order with a warning, never to wrong code.
 Each choice is a :class:`~polytri.pipeline.decisions.Decision` of stage ``schedule``: kind
 ``original-order`` (``data["reason"]``: ``option``, ``empty`` (no statement instance runs),
 ``scheduler-error``, ``parallelism-lost``, ``locality-lost`` or ``guarded-vector-loop``), ``pluto``, ``tiling-dropped`` (the tiled schedule failed
-its proof), ``tile-by-size`` or ``tile-by-count`` (the kernel carries two schedules:
+its proof), ``tile-by-size``, ``tile-by-count`` or ``time-tile-by-count`` (the kernel carries two schedules:
 :class:`~polytri.schedule.schedule.Alternative`), then the scheduler's own
 decisions (``fusion-cut``, ``band-order``, ``tile``, ...), each with its figures in ``data``.
 """
@@ -37,7 +37,7 @@ from .pluto import SchedulingError, pluto_schedule
 from .reuse import Reuse, reuse_exceeding
 from .schedule import Alternative, Schedule, original_schedule
 from .tiling import cache_sizes, tile_schedule
-from .time_tiles import time_tiles
+from .time_tiles import side_by_side_condition, spanning_band, tile_sides, tiles_side_by_side, time_tiles
 
 log = logging.getLogger("polytri.schedule")
 
@@ -128,7 +128,7 @@ def _second_version(prog: Program, deps: Dependences, untiled: Schedule, chosen:
     CPU), Pluto's tiles where Pluto's untiled schedule was chosen, the untiled schedule where its tiles
     were; each picked at run time (by size or by tile count)."""
     if why is not None:
-        return (_time_tiled_where_reuse_exceeds_cache(prog, deps, untiled, chosen, tile_size)
+        return (_time_tiled(prog, deps, untiled, chosen, tile_size)
                 if why.code == "parallelism-lost" and vector_loops else chosen)
     if chosen[0] is untiled:
         return _tiled_where_reuse_exceeds_cache(prog, deps, untiled, chosen, tile_size, vector_loops, packed)
@@ -189,17 +189,24 @@ def _by_size(prog: Program, chosen: Chosen, tiled: Schedule, tiled_ast: Node, fo
     return both, decisions + list(shown) + [why], If(cond, tiled_ast, ast)
 
 
-def _time_tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, pluto: Schedule, chosen: Chosen,
-                                          tile_size: int | None) -> Chosen:
+def _time_tiled(prog: Program, deps: Dependences, pluto: Schedule, chosen: Chosen, tile_size: int | None) -> Chosen:
     """``chosen`` (the input order, kept because Pluto's skewed schedule lost its parallel loops: the
-    stencils), or, where a loop of its AST carries reuse that exceeds the L2 cache at the sizes of the
-    call, the input order run in time tiles of Pluto's band (:mod:`.time_tiles`: the tiles' locality, the
-    input order's vector loops), by :func:`_by_size` (``data["tiled"] == "time-tiled"``).  On the CPU only
+    stencils), or an AST that runs the input order in time tiles of Pluto's band (:mod:`.time_tiles`: the
+    tiles' locality and parallelism, the input order's vector loops) where they pay at the sizes of the
+    call, ``chosen``'s otherwise: for a 2-D stencil, where a loop of its AST carries reuse that exceeds
+    the L2 cache, by :func:`_by_size` (``data["tiled"] == "time-tiled"``); for a 1-D stencil, where its
+    rows make two tiles or more and its time loop two tile heights (:func:`.time_tiles.tiles_side_by_side`:
+    a wavefront of two tiles side by side), by :func:`_time_tiles_by_count`.  On the CPU only
     (``vector_loops``): the GPU's schedules are not tiled by size."""
     sched, _, ast = chosen
+    band = spanning_band(pluto)
+    if band is None:
+        return chosen
     l2 = cache_sizes()[2]
-    found = reuse_exceeding(prog, ast, l2)
-    if found is None:
+    found = reuse_exceeding(prog, ast, l2) if band.width == 3 else None
+    counts = tiles_side_by_side(ast, (tile_size, tile_size) if tile_size else tile_sides(band)) \
+        if band.width == 2 else None
+    if found is None and counts is None:
         return chosen
     try:
         tiled = time_tiles(sched, pluto, deps, size=tile_size)
@@ -209,9 +216,32 @@ def _time_tiled_where_reuse_exceeds_cache(prog: Program, deps: Dependences, plut
     except (IllegalScheduleError, isl.Error) as exc:
         log.info("%s: no time-tiled version: %s", prog.name, exc)
         return chosen
-    return _by_size(prog, chosen, tiled, build_loop_ast(prog, tiled, deps, separate_guards=True), found, l2,
-                    "the input order runs in time tiles", "untiled otherwise",
-                    [under(d, "schedule", "scheduler: ") for d in tiled.decisions])
+    tiled_ast = build_loop_ast(prog, tiled, deps, separate_guards=True)
+    shown = [under(d, "schedule", "scheduler: ") for d in tiled.decisions]
+    if counts is not None:
+        return _time_tiles_by_count(prog, chosen, tiled, tiled_ast, counts, shown)
+    assert found is not None
+    return _by_size(prog, chosen, tiled, tiled_ast, found, l2, "the input order runs in time tiles",
+                    "untiled otherwise", shown)
+
+
+def _time_tiles_by_count(prog: Program, chosen: Chosen, tiled: Schedule, tiled_ast: Node,
+                         counts: list[tuple[str, Expr, int]], shown: Sequence[Decision]) -> Chosen:
+    """``chosen`` carrying the time-tiled schedule ``tiled`` as its :class:`.Alternative` (condition
+    ``tile-count``): the AST runs ``tiled_ast`` where every test of ``counts``
+    (:func:`.time_tiles.tiles_side_by_side`) holds at the sizes of the call, ``chosen``'s otherwise.  The
+    decision: kind ``time-tile-by-count``, with the tests (``trips``: each loop's counter, the bound of
+    its trip count, the least count) and the two schedules' origins, after ``shown``."""
+    sched, decisions, ast = chosen
+    why = Decision("schedule", "time-tile-by-count", prog.name,
+                   "tiling: the input order runs in time tiles where a wavefront runs two of them side by side ("
+                   + ", ".join(f"{var}: {expr_to_str(t)} >= {least}" for var, t, least in counts)
+                   + "), untiled otherwise: each time step's parallel loop is too short to pay for a parallel "
+                   "region, a wavefront of tiles waits at one barrier per wavefront",
+                   {"trips": tuple(counts), "tiled": tiled.origin, "untiled": sched.origin})
+    log.info("%s: %s", prog.name, why)
+    both = replace(sched, alternative=Alternative(tiled.origin, "tile-count", tiled.decisions))
+    return both, decisions + list(shown) + [why], If(side_by_side_condition(counts), tiled_ast, ast)
 
 
 def _wavefront_where_tiles_run_side_by_side(prog: Program, deps: Dependences, untiled: Schedule,

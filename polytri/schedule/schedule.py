@@ -50,7 +50,8 @@ class Alternative:
     """What picks it (a key of :data:`CONDITIONS`): ``size``, the alternative (tiled) runs where the data
     one iteration of a loop rereads exceed the L2 cache; ``tile-count``, the alternative (untiled) runs
     where no parallel loop of the schedule's own wavefront over tiles has two tiles or more, and the
-    untiled schedule's reuse fits the L2 cache."""
+    untiled schedule's reuse fits the L2 cache, or, for a 1-D stencil's input order, the alternative
+    (time-tiled) runs where its wavefront has two tiles side by side."""
     decisions: tuple[Decision, ...] = ()
     """What the scheduler decided for it, all of it (the decisions it shares with the schedule's own map
     are in ``Schedule.decisions`` too)."""
