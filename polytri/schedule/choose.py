@@ -237,7 +237,7 @@ def _time_tiles_by_count(prog: Program, chosen: Chosen, tiled: Schedule, tiled_a
                    "tiling: the input order runs in time tiles where a wavefront runs two of them side by side ("
                    + ", ".join(f"{var}: {expr_to_str(t)} >= {least}" for var, t, least in counts)
                    + "), untiled otherwise: each time step's parallel loop is too short to pay for a parallel "
-                   "region, a wavefront of tiles waits at one barrier per wavefront",
+                   "region; the wavefront opens one region per wavefront of tiles",
                    {"trips": tuple(counts), "tiled": tiled.origin, "untiled": sched.origin})
     log.info("%s: %s", prog.name, why)
     both = replace(sched, alternative=Alternative(tiled.origin, "tile-count", tiled.decisions))

@@ -36,7 +36,7 @@ import numpy as np
 from ..compiler import compile as pt_compile
 from ..suite import copy_args
 from ..suite.datasets import DATASETS
-from .bench_library import LIBRARY_EQUIVALENTS
+from .bench_library import LIBRARY_EQUIVALENTS, SPINNING
 from .peak import Peak, default_threads, fma_peak, measure_peak, triad_bandwidth
 from .polly import ensure_polly, raise_stack_limit
 
@@ -64,7 +64,11 @@ LIBRARY = "numpy/torch"
 #: paid for it (2mm's default after orig+omp, beside a busy process: 1.20x its one-thread variant, the same
 #: code on one thread; swapped, 0.89x-0.97x: docs/performance.md).
 ORDER_SEED = 20261127
-#: Pause after the library's call, which ends each round (s): torch's workers spin for about 10 ms after it.
+#: Pause after the library's call, which ends each round, where it runs on torch's workers (s): they spin
+#: for about 10 ms after it.  Not after numpy's: a pause lets both cores idle, and the calls after it pay
+#: for waking them (here, an OpenMP region 30 ms after the last one took 1.9 ms, median of 15, against
+#: 1 us back to back; jacobi-1d's default at LARGE ran at 1.09x and 0.89x the naive C's time in two runs
+#: of rounds ended by a pause, 0.86x in both without: docs/performance.md).
 LIBRARY_SETTLE_S = 0.03
 #: The column of polytri's default variant's compile time (``pt.compile``, fresh cache: the C compiler runs).
 COMPILE = "compile s"
@@ -224,8 +228,8 @@ def run_kernel(name: str, params: Params, repeat: int, threads: int | None = Non
                variants: dict[str, dict[str, Any]] | None = None) -> Row:
     """Compile every variant (default: :data:`VARIANTS`) of suite kernel ``name``, check each against the naive C
     on one run, then time them ``repeat`` times, interleaved, the compiled variants in a new order each
-    round (:data:`ORDER_SEED`), the library's last (:data:`LIBRARY_SETTLE_S`); each call gets a fresh copy
-    of the inputs, made outside the timed region."""
+    round (:data:`ORDER_SEED`), the library's last (after torch's, a pause: :data:`LIBRARY_SETTLE_S`);
+    each call gets a fresh copy of the inputs, made outside the timed region."""
     from ..ir.builder import to_program
     from ..suite import KERNELS, make_args
 
@@ -252,7 +256,7 @@ def run_kernel(name: str, params: Params, repeat: int, threads: int | None = Non
             call()
             samples[variant].append(time.perf_counter() - t0)
             del call
-        if last:
+        if last and name in SPINNING:
             time.sleep(LIBRARY_SETTLE_S)
     for variant in (*variants, LIBRARY):
         row.times[variant] = statistics.median(samples[variant]) if samples.get(variant) else None

@@ -92,3 +92,6 @@ LIBRARY_EQUIVALENTS: dict[str, tuple[str, Callable[[dict[str, Any], int], Callab
     "heat_3d": ("numpy slices", _heat_3d_numpy),
     "blur": ("numpy slices", _blur_numpy),
 }
+#: The kernels whose equivalent runs on torch's thread pool, whose workers keep spinning for about 10 ms
+#: after the call (numpy's slices run on the calling thread).
+SPINNING: frozenset[str] = frozenset({"gemm"})
