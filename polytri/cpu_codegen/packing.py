@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..ir.expr import Access, Expr, var_names
+from ..ir.expr import Access, Cast, Expr, var_names
 from .blocking import WHOLE_L_BYTES
 from .cexpr import comment, index_expr
 from .contraction_model import Contraction, left_units, transpose_block, transpose_lanes
@@ -47,8 +47,10 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
 
 
 def _matrix(e: Expr, k: str, b: str) -> bool:
-    """Whether ``e`` is one array element with ``k`` and ``b`` each alone in a subscript of its own, so
-    that distinct ``(k, b)`` read distinct elements."""
+    """Whether ``e`` is one array element (converted or not: a bfloat16 weight read as float32) with ``k``
+    and ``b`` each alone in a subscript of its own, so that distinct ``(k, b)`` read distinct elements."""
+    while isinstance(e, Cast):
+        e = e.operand
     if not isinstance(e, Access):
         return False
     alone = [var_names(ix, "iter") for ix in e.index]
