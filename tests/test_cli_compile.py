@@ -171,7 +171,8 @@ def test_compile_prints_c_and_schedule(capsys):
     assert main(["compile", str(EXAMPLES / "jacobi_1d.py"), "--show", "c"]) == 0
     view = capsys.readouterr().out
     assert view.splitlines()[1].startswith("void pt_jacobi_1d(")
-    assert "static void pt_jacobi_1d_par0(" in view and "PT_HELPER" not in view and "#include" not in view
+    # two versions (the input order and its time tiles), each with its parallel regions
+    assert "static void pt_jacobi_1d_v0_par0(" in view and "PT_HELPER" not in view and "#include" not in view
     assert view.rstrip().endswith("--show c-file prints the whole file, as compiled) */")
     spec = str(EXAMPLES / "matmul.py")
     assert main(["compile", spec, "--show", "schedule", "-O", "schedule=pluto", "-O", "tile=True",

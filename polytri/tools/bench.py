@@ -36,7 +36,7 @@ import numpy as np
 from ..compiler import compile as pt_compile
 from ..suite import copy_args
 from ..suite.datasets import DATASETS
-from .bench_library import LIBRARY_EQUIVALENTS, SPINNING
+from .bench_library import LIBRARY_EQUIVALENTS, LIBRARY_SETTLE_S, SPINNING
 from .peak import Peak, default_threads, fma_peak, measure_peak, triad_bandwidth
 from .polly import ensure_polly, raise_stack_limit
 
@@ -64,12 +64,6 @@ LIBRARY = "numpy/torch"
 #: paid for it (2mm's default after orig+omp, beside a busy process: 1.20x its one-thread variant, the same
 #: code on one thread; swapped, 0.89x-0.97x: docs/performance.md).
 ORDER_SEED = 20261127
-#: Pause after the library's call, which ends each round, where it runs on torch's workers (s): they spin
-#: for about 10 ms after it.  Not after numpy's: a pause lets both cores idle, and the calls after it pay
-#: for waking them (here, an OpenMP region 30 ms after the last one took 1.9 ms, median of 15, against
-#: 1 us back to back; jacobi-1d's default at LARGE ran at 1.09x and 0.89x the naive C's time in two runs
-#: of rounds ended by a pause, 0.86x in both without: docs/performance.md).
-LIBRARY_SETTLE_S = 0.03
 #: The column of polytri's default variant's compile time (``pt.compile``, fresh cache: the C compiler runs).
 COMPILE = "compile s"
 #: The summary names the kernels whose default variant compiles in more seconds than this.

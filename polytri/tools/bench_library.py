@@ -95,3 +95,9 @@ LIBRARY_EQUIVALENTS: dict[str, tuple[str, Callable[[dict[str, Any], int], Callab
 #: The kernels whose equivalent runs on torch's thread pool, whose workers keep spinning for about 10 ms
 #: after the call (numpy's slices run on the calling thread).
 SPINNING: frozenset[str] = frozenset({"gemm"})
+#: Pause after the library's call, which ends each round, where it runs on torch's workers (s): they spin
+#: for about 10 ms after it.  Not after numpy's: a pause lets both cores idle, and the calls after it pay
+#: for waking them (here, an OpenMP region 30 ms after the last one took 1.9 ms, median of 15, against
+#: 1 us back to back; jacobi-1d's default at LARGE ran at 1.09x and 0.89x the naive C's time in two runs
+#: of rounds ended by a pause, 0.86x in both without: docs/performance.md).
+LIBRARY_SETTLE_S = 0.03
