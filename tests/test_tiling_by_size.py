@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 import polytri as pt
@@ -208,6 +209,36 @@ def test_the_1d_time_tiled_version_is_right(threads: int, suite_kernel_agrees) -
     assert k.schedule_info.label == "original/time-tiled by tile count"
     for T, N in ((5, 13), (9, 30), (4, 6)):
         suite_kernel_agrees(k, "jacobi_1d", {"T": T, "N": N})
+
+
+def _three_point_chain() -> pt.Program:
+    """A 1-D stencil of three statements with uneven reaches (two to the left, one to the right)."""
+    p = pt.Program("chain_1d", params=["T", "N"])
+    p.assume("N >= 4")
+    for name in ("A", "B", "C"):
+        p.array(name, ("N",))
+    with p.loop("t", 0, "T"):
+        with p.loop("i", 2, "N - 1"):
+            p.assign("B[i] = 0.5 * A[i - 2] + 0.25 * A[i + 1]")
+        with p.loop("i", 1, "N - 1"):
+            p.assign("C[i] = B[i - 1] - 0.5 * B[i + 1]")
+        with p.loop("i", 2, "N - 2"):
+            p.assign("A[i] = 0.75 * C[i] + 0.125 * A[i]")
+    return p
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_time_tiles_of_an_uneven_1d_stencil_are_right(threads: int) -> None:
+    k = pt.compile(_three_point_chain(), options={"threads": threads, "tile_size": 2, "min_parallel_work": 0})
+    assert k.schedule_info.label == "original/time-tiled by tile count"
+    rng = np.random.default_rng(7)
+    for T, N in ((4, 6), (7, 19), (12, 40)):
+        args = {n: rng.uniform(-1, 1, N) for n in ("A", "B", "C")}
+        want = {n: v.copy() for n, v in args.items()}
+        pt.reference(_three_point_chain(), T=T, **want)
+        k(T=T, **args)
+        for n in args:
+            np.testing.assert_allclose(args[n], want[n], rtol=1e-12, atol=1e-14, err_msg=f"{n} at T={T} N={N}")
 
 
 def test_a_stencil_among_other_loops_gets_no_time_tiles() -> None:
