@@ -143,7 +143,9 @@ def test_the_region_cost_is_measured_once_and_kept(tmp_path, monkeypatch) -> Non
     assert cost.min_work > 0
     kept = json.loads((tmp_path / "cpu" / "fork_cost.json").read_text())
     assert list(kept.values()) == [{"threads": cost.threads, "region_seconds": cost.region_seconds,
-                                    "op_seconds": cost.op_seconds}]
+                                    "op_seconds": cost.op_seconds, "wake_seconds": cost.wake_seconds}]
+    assert cost.wake_seconds >= 0 and (cost.threads > 1 or cost.wake_seconds == 0)
+    assert fork_cost.known_wake("cc") == cost.wake_seconds
     fork_cost.fork_cost.cache_clear()
 
     def no_measure(cc: str):
@@ -151,6 +153,52 @@ def test_the_region_cost_is_measured_once_and_kept(tmp_path, monkeypatch) -> Non
     monkeypatch.setattr(fork_cost, "measure", no_measure)
     assert fork_cost.fork_cost("cc") == cost
     fork_cost.fork_cost.cache_clear()
+
+
+def test_figures_of_an_older_layout_are_measured_again(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("POLYTRI_CACHE_DIR", str(tmp_path))
+    entries, key, found = fork_cost._kept("cc")
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "fork_cost.json").write_text(json.dumps(
+        {key: {"threads": 2, "region_seconds": 1e-6, "op_seconds": 1e-10}}))   # before wake_seconds
+    assert fork_cost._kept("cc")[2] is None   # measured again by the next fork_cost("cc")
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_short_call_after_idle_cores_runs_on_one_thread(monkeypatch) -> None:
+    monkeypatch.setattr(cpu_share, "threads_now", lambda fixed: fixed or 2)
+    clock = _Clock()
+    calls = cpu_share.CallRecord(wake=0.005, clock=clock)
+    assert calls.threads(None, "n=8") == 2                # nothing known yet
+    calls.ended("n=8", 2, clock.now - 0.001)              # 1 ms on two threads: 2 ms alone, under waking's 5
+    clock.now += 0.002
+    assert calls.threads(None, "n=8") == 2                # the workers still spin
+    clock.now += cpu_share.IDLE_GAP
+    assert calls.threads(None, "n=8") == 1                # they sleep: one thread is faster
+    assert calls.threads(4, "n=8") == 4                   # a count the caller fixed is kept
+    assert calls.threads(None, "n=1000") == 2             # another size: its time is not known
+    calls.ended("n=1000", 2, clock.now - 0.01)            # 20 ms alone: waking pays
+    clock.now += 1.0
+    assert calls.threads(None, "n=1000") == 2
+    calls.ended("n=8", 1, clock.now - 0.004)              # a cold call on one thread keeps the least time
+    clock.now += 1.0
+    assert calls.threads(None, "n=8") == 1
+    assert cpu_share.CallRecord(wake=0.0, clock=clock).threads(None) == 2   # waking not measured: no rule
+
+
+def test_a_kernel_records_its_calls() -> None:
+    k = pt.compile(to_program(KERNELS["gemm"].build()), options={"threads": 2})
+    args = make_args(KERNELS["gemm"], {"NI": 8, "NJ": 9, "NK": 7})
+    k(**copy_args(args))
+    assert list(k.calls._alone) == [(8, 9, 7)] and k.calls._alone[(8, 9, 7)] > 0
+    assert cpu_share._LAST_END[0] > 0
 
 
 def test_a_cost_measured_on_a_busy_machine_is_used_but_not_kept(tmp_path, monkeypatch) -> None:
@@ -176,8 +224,8 @@ def test_the_probe_stops_at_its_budget() -> None:
 
 
 def test_one_thread_never_opens_a_region() -> None:
-    assert fork_cost.ForkCost(1, 1e-6, 1e-9).min_work == float("inf")
-    assert fork_cost.ForkCost(2, 1e-6, 1e-9).min_work == pytest.approx(fork_cost.MARGIN * 1e-6 / 0.5e-9)
+    assert fork_cost.ForkCost(1, 1e-6, 1e-9, 0.0).min_work == float("inf")
+    assert fork_cost.ForkCost(2, 1e-6, 1e-9, 0.0).min_work == pytest.approx(fork_cost.MARGIN * 1e-6 / 0.5e-9)
 
 
 class _Machine:

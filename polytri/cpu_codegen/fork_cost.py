@@ -38,6 +38,7 @@ PROBE_SOURCE = r"""
 #include <omp.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
 
 static double pt_now(void) {
   struct timespec t;
@@ -75,6 +76,21 @@ double pt_probe(double *a, int64_t n, int threads, int reps, int trials, double 
   }
   return best;
 }
+
+/* Seconds a region of `threads` threads takes to open and join after `idle_us` microseconds of sleep,
+   the most of `trials`: the workers have stopped spinning and must be woken. */
+double pt_wake(int threads, int idle_us, int trials) {
+  double worst = 0.0;
+  for (int k = 0; k < trials; k += 1) {
+    usleep((useconds_t)idle_us);
+    const double t0 = pt_now();
+    #pragma omp parallel num_threads(threads)
+    { (void)omp_get_thread_num(); }
+    const double t = pt_now() - t0;
+    if (t > worst) worst = t;
+  }
+  return worst;
+}
 """
 
 
@@ -88,6 +104,9 @@ class ForkCost:
     """Fork, split and join of one region (``o``)."""
     op_seconds: float
     """One operation on one thread (``t``)."""
+    wake_seconds: float
+    """A region opened after :data:`WAKE_IDLE_S` seconds of sleep, less a region's cost: waking the
+    workers (:class:`polytri.runtime.cpu_share.CallRecord`); 0 on one core."""
 
     @property
     def min_work(self) -> float:
@@ -97,6 +116,13 @@ class ForkCost:
         return MARGIN * self.region_seconds / (self.op_seconds * (1.0 - 1.0 / self.threads))
 
 
+WAKE_IDLE_S = 0.1
+"""Sleep before the probe's region that measures waking the workers (s)."""
+WAKE_TRIALS = 3
+"""That region's trials, the probe sleeping ``WAKE_TRIALS x WAKE_IDLE_S`` seconds.  The most is kept: on
+the development machine (a 2-core VM) ten trials took 0.06-0.19 ms, the first after the probe's busy
+regions, then 3.8-7.8 ms; choosing one thread where waking was cheap loses at most half the call, the
+other way round the whole wake."""
 PROBE_BUDGET = 0.1
 """Seconds each of the probe's three measurements may take at most (about 50 ms on a quiet machine; on
 a busy one, 5000 regions took a minute before this bound)."""
@@ -122,31 +148,58 @@ def measure(cc: str) -> ForkCost:
     buf = (ctypes.c_double * n)()
     region = probe(buf, threads, threads, 200, 25, PROBE_BUDGET) - probe(buf, threads, 0, 200, 25, PROBE_BUDGET)
     per_op = probe(buf, n, 0, 20, 25, PROBE_BUDGET) / (n * PROBE_OPS)
-    return ForkCost(threads, max(region, 0.0), max(per_op, 1e-12))
+    wake = 0.0
+    if threads > 1:
+        lib.pt_wake.restype = ctypes.c_double
+        lib.pt_wake.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        wake = max(lib.pt_wake(threads, int(WAKE_IDLE_S * 1e6), WAKE_TRIALS) - max(region, 0.0), 0.0)
+    return ForkCost(threads, max(region, 0.0), max(per_op, 1e-12), wake)
 
 
-@cache
-def fork_cost(cc: str) -> ForkCost:
-    """The figures for compiler ``cc`` on this machine: from polytri's cache, else measured and kept."""
+def _kept(cc: str) -> tuple[dict, str, ForkCost | None]:
+    """polytri's cache of the figures, this compiler's and machine's key in it, and their entry (``None``:
+    none, or one of an older layout)."""
     path = cache_dir() / "cpu" / "fork_cost.json"
     key = f"{compiler_identity(cc)}|{usable_cores()}"
     try:
         entries = json.loads(path.read_text())
     except (OSError, ValueError):
         entries = {}
-    if isinstance(entries, dict) and isinstance(entries.get(key), dict):
+    entries = entries if isinstance(entries, dict) else {}
+    if isinstance(entries.get(key), dict):
         try:
-            return ForkCost(**entries[key])
+            return entries, key, ForkCost(**entries[key])
         except TypeError:
             pass
+    return entries, key, None
+
+
+def known_wake(cc: str) -> float:
+    """The cost of waking the workers (:func:`fork_cost`'s, measured at first use where polytri's cache does
+    not hold it yet), or 0 where it cannot be measured (a kernel loaded from an artifact on a machine
+    without the compiler)."""
+    try:
+        return fork_cost(cc).wake_seconds
+    except Exception as exc:  # the probe does not build or load: the rule on idle cores stays off
+        log.debug("waking the workers not measured: %s", exc)
+        return 0.0
+
+
+@cache
+def fork_cost(cc: str) -> ForkCost:
+    """The figures for compiler ``cc`` on this machine: from polytri's cache, else measured and kept."""
+    path = cache_dir() / "cpu" / "fork_cost.json"
+    entries, key, found = _kept(cc)
+    if found is not None:
+        return found
     cost = measure(cc)
     log.info("measured a parallel region's cost: %.2f us; one operation %.3f ns; regions below %.0f "
-             "operations run on one thread", cost.region_seconds * 1e6, cost.op_seconds * 1e9, cost.min_work)
+             "operations run on one thread; waking the workers after %.0f ms: %.2f ms", cost.region_seconds * 1e6,
+             cost.op_seconds * 1e9, cost.min_work, WAKE_IDLE_S * 1e3, cost.wake_seconds * 1e3)
     if contended():
         log.info("the machine is busy (load average %.1f): the region's cost is measured again by the next "
                  "process", os.getloadavg()[0])
         return cost
-    entries = entries if isinstance(entries, dict) else {}
     entries[key] = asdict(cost)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -156,4 +209,4 @@ def fork_cost(cc: str) -> ForkCost:
     return cost
 
 
-__all__ = ["ForkCost", "fork_cost", "measure"]
+__all__ = ["ForkCost", "fork_cost", "known_wake", "measure"]

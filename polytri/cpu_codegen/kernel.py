@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -16,9 +17,10 @@ from ..ir.program import Program
 from ..pipeline.decisions import Decision
 from ..runtime.args import bind, is_torch_tensor
 from ..runtime.compiled import CompiledKernel
-from ..runtime.cpu_share import threads_now
+from ..runtime.cpu_share import CallRecord
 from ..schedule.dependences import Dependences
 from ..schedule.schedule import Schedule, map_text
+from .fork_cost import known_wake
 
 log = logging.getLogger("polytri.cpu")
 
@@ -70,6 +72,9 @@ class CpuKernel(CompiledKernel):
         self._after_build: list[Callable[[], None]] = []
         self.min_parallel_work = min_parallel_work
         """Operations a parallel region needs to open, passed at each call (see :mod:`.parallel_plan`)."""
+        self.calls = CallRecord(known_wake(options.get("cc", "cc")) if min_parallel_work else 0.0)
+        """Its calls' times, for running on one thread after the cores idled (:class:`.cpu_share.CallRecord`;
+        without a region that tests its work, or where waking the workers was not measured, never)."""
         if not isinstance(library, Future):
             self._load()
 
@@ -121,7 +126,11 @@ class CpuKernel(CompiledKernel):
         scalars = [_SCALAR_CTYPES[s.dtype](bound.scalars[s.name].item()) for s in self.program.scalars]
         params = [bound.params[p] for p in self.program.params]
         self.wait_built()
-        self._fn(*pointers, *scalars, *params, threads_now(self.options.get("threads")), self.min_parallel_work)
+        key = tuple(params)
+        threads = self.calls.threads(self.options.get("threads"), key)
+        started = time.perf_counter()
+        self._fn(*pointers, *scalars, *params, threads, self.min_parallel_work)
+        self.calls.ended(key, threads, started)
         for x, tmp in copies:
             if tmp is not None:
                 _write_back(x, tmp)
@@ -133,7 +142,11 @@ class CpuKernel(CompiledKernel):
         shape); the program must have no scalars."""
         assert not self.program.scalars
         fn = self._fn if self._fn is not None else self._built()
-        fn(*pointers, *params, threads_now(self.options.get("threads")), self.min_parallel_work)
+        key = tuple(params)
+        threads = self.calls.threads(self.options.get("threads"), key)
+        started = time.perf_counter()
+        fn(*pointers, *params, threads, self.min_parallel_work)
+        self.calls.ended(key, threads, started)
 
     def slots_entry(self) -> int | None:
         """The address of the library's ``<function>_slots`` entry (:mod:`.graph_driver`), or ``None`` for a

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +35,7 @@ import torch
 import torch.fx as fx
 
 from ..cpu_codegen.graph_driver import driver
-from ..runtime.cpu_share import threads_now
+from ..runtime.cpu_share import CallRecord
 from .torch_launch import Launch, NewArray
 
 CALL: Any = object()
@@ -75,6 +76,8 @@ class GraphLaunch:
         self._slots_at = ctypes.addressof(self.slots)
         self.device = launches[0].device
         self.threads = threads
+        self.calls = CallRecord(max(getattr(getattr(s.kernel, "calls", None), "wake", 0.0) for s in steps))
+        """The run's call times, for one thread after the cores idled (:class:`.cpu_share.CallRecord`)."""
         self._driver = driver(cc)
         rows = [(ctypes.c_int32 * max(1, len(s)))(*s) for s in slot_of]
         param_rows = [(ctypes.c_int64 * max(1, len(la.params)))(*la.params) for la in launches]
@@ -110,7 +113,11 @@ class GraphLaunch:
                 t = torch.empty(a.shape, dtype=a.dtype, device=self.device)
                 self.slots[slot] = t.data_ptr()
                 made[j][a.name] = t if a.rank else t.reshape(())
-            if self._driver(*self._args, threads_now(self.threads), *self._tail) >= 0:
+            threads = self.calls.threads(self.threads)
+            started = time.perf_counter()
+            failed = self._driver(*self._args, threads, *self._tail) >= 0
+            self.calls.ended(None, threads, started)
+            if failed:
                 return False
         for step, m in zip(self.steps, made):
             step._bind(m, env)

@@ -21,6 +21,14 @@ processes kept busy lately, rounded:
 
 Reading ``/proc/stat`` costs some microseconds, so a decision is reused for :data:`WINDOW` seconds.  Where
 ``/proc/stat`` cannot be read (not Linux), the answer is 0: OpenMP's own default.
+
+After an idle spell the cores themselves are slow to start: OpenMP's workers have stopped spinning and
+sleep, and waking them costs what the machine makes it cost (on the 2-core virtual machine polytri is
+developed on, a region 5 ms after the last one opened in 1.5 us, 30 ms after in 1.9 ms and 100 ms after
+in 7.8 ms; a ResNet of 0.47 ms a call on two threads took 11.8 ms after 100 ms of sleep).  So a call that
+comes :data:`IDLE_GAP` seconds or more after the last one ended runs on one thread when it would take
+less on one thread than waking the workers costs (:class:`CallRecord`: the caller's least time per
+call, times its threads; the waking cost is measured with a region's, ``fork_cost.py``).
 """
 
 from __future__ import annotations
@@ -148,6 +156,14 @@ class CpuShare:
 
 _SHARE = CpuShare()
 
+IDLE_GAP = 0.02
+"""Seconds since the last call's end after which OpenMP's workers are taken to be asleep: on the
+development machine a region 5 ms after the last one opened in 1.5 us (median of 15), after 10 ms in
+0.04-5.9 ms (ten trials, four slow), after 30 ms in 1.8-5.8 ms.  Interleaved benchmarks call a kernel
+every few milliseconds (jacobi-1d's round at PolyBench's LARGE size: 6.5 ms), with its workers awake."""
+_LAST_END = [float("-inf")]
+"""When the last timed call of a CPU kernel of this process ended (``time.perf_counter``)."""
+
 
 def threads_now(fixed: int | None) -> int:
     """The thread count for one call: ``fixed`` when the caller chose one, OpenMP's default (0) when
@@ -159,4 +175,36 @@ def threads_now(fixed: int | None) -> int:
     return _SHARE.threads()
 
 
-__all__ = ["CpuShare", "StatSample", "children_cpu_seconds", "threads_now"]
+class CallRecord:
+    """One caller's calls (a kernel, a graph's launch), for the rule on idle cores (see the module's
+    text): the least time a call took at each key (the parameter values), times the threads it ran on,
+    an upper bound of one thread's time.  ``wake`` is the cost of waking the workers (0: unknown, the
+    rule is off)."""
+
+    def __init__(self, wake: float, clock: Callable[[], float] = time.perf_counter):
+        self.wake, self._clock = wake, clock
+        self._alone: dict[object, float] = {}
+
+    def threads(self, fixed: int | None, key: object = None) -> int:
+        """:func:`threads_now`, or 1 where the workers have idled :data:`IDLE_GAP` seconds and the call
+        takes less on one thread than waking them costs."""
+        n = threads_now(fixed)
+        if fixed or n <= 1 or not self.wake:
+            return n
+        alone = self._alone.get(key)
+        if alone is not None and alone < self.wake and self._clock() - _LAST_END[0] >= IDLE_GAP:
+            log.debug("a call after %.1f ms of idle cores runs on one thread (%.3f ms alone, waking %.3f ms)",
+                      1e3 * (self._clock() - _LAST_END[0]), 1e3 * alone, 1e3 * self.wake)
+            return 1
+        return n
+
+    def ended(self, key: object, threads: int, started: float) -> None:
+        """Record a call that started at ``started`` (this record's clock) on ``threads`` threads."""
+        now = self._clock()
+        _LAST_END[0] = now
+        alone = (now - started) * max(threads, 1)
+        if alone < self._alone.get(key, float("inf")):
+            self._alone[key] = alone
+
+
+__all__ = ["CallRecord", "CpuShare", "IDLE_GAP", "StatSample", "children_cpu_seconds", "threads_now"]

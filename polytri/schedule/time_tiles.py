@@ -20,10 +20,10 @@ parallel the first becomes the sum of the first two: a wavefront whose second ti
 
 Where: bands of three dimensions (time and two of space: a 2-D stencil), tiled along the first two, so
 a tile keeps whole rows; and bands of two (time and one of space: a 1-D stencil), tiled along both, so a
-tile runs a stretch of each row (:data:`SIZES_1D`).  A 3-D stencil's band has four: tiled along two, a tile keeps whole planes
-(heat-3d at PolyBench's LARGE size: 48 planes of 120 x 120 of two arrays, 11 MiB, beyond the L2); along
-three, each point of a tile is reread fewer than twice from the cache (8 x 8 x 32 tiles of heat-3d: its
-8 steps touch 24 x 48 columns to compute 8 x 32), and it ran between 0.94x and 1.11x the time of its
+tile runs a stretch of each row (:data:`SIZES_1D`).  A 3-D stencil's band has four: tiled along two, a
+tile keeps whole planes (heat-3d at PolyBench's LARGE size: 48 planes of 120 x 120 of two arrays,
+11 MiB, beyond the L2); along three, each point of a tile is reread fewer than twice from the cache
+(8 x 8 x 32 tiles of heat-3d: its 8 steps touch 24 x 48 columns to compute 8 x 32), and it ran between 0.94x and 1.11x the time of its
 input order in three runs (taken at load 1.1-1.7: indicative only): no gain to count on.  Measured again
 on a quiet machine (PolyBench's LARGE size, one process, load 0.58 at the start; docs/performance.md),
 every shape tried ran slower than the input order with OpenMP: along three, 8 x 8 x 32 1.13x its time,
