@@ -10,9 +10,12 @@ Both figures come from a probe built with the kernels' compiler and flags, at fi
 time of a region whose loop has one iteration per thread, ``t`` the time per operation of the same loop
 run on one thread over an array that stays in the L2 cache (32768 doubles, ``a[i] = a[i] * 0.5 + 1.0``:
 a load, two arithmetic operations and a store, four operations in :func:`.parallel_plan.weight`'s count).  Each is the minimum over many trials, which a busy machine can
-only make larger, never smaller, and the probe stops after :data:`PROBE_BUDGET` seconds.  The result is
-kept in polytri's cache, per compiler and core count (``fork_cost.json``; delete the file to measure
-again), unless the machine was busy when it was taken (:func:`contended`).
+only make larger, never smaller, and the probe stops after :data:`PROBE_BUDGET` seconds.  A third figure
+is the cost of waking the workers after they idled (a region opened after a sleep, less ``o``), which
+:class:`polytri.runtime.cpu_share.CallRecord` weighs against a short call's time on one thread.  The
+result is kept in polytri's cache, per compiler and core count (``fork_cost.json``; delete the file to
+measure again; an entry without the third figure is measured again), unless the machine was busy when
+it was taken (:func:`contended`).
 """
 
 from __future__ import annotations
@@ -138,7 +141,8 @@ def contended() -> bool:
 
 
 def measure(cc: str) -> ForkCost:
-    """Run the probe (about 50 ms, once the probe is built; at most 3 x :data:`PROBE_BUDGET`)."""
+    """Run the probe (about 50 ms, once the probe is built, at most 3 x :data:`PROBE_BUDGET`; and on two
+    cores or more the waking regions' :data:`WAKE_TRIALS` x :data:`WAKE_IDLE_S` of sleep)."""
     lib = ctypes.CDLL(str(build_library(PROBE_SOURCE, cc=cc, flags=DEFAULT_FLAGS + ("-fopenmp",))))
     probe = lib.pt_probe
     probe.restype = ctypes.c_double
