@@ -161,6 +161,8 @@ IDLE_GAP = 0.02
 development machine a region 5 ms after the last one opened in 1.5 us (median of 15), after 10 ms in
 0.04-5.9 ms (ten trials, four slow), after 30 ms in 1.8-5.8 ms.  Interleaved benchmarks call a kernel
 every few milliseconds (jacobi-1d's round at PolyBench's LARGE size: 6.5 ms), with its workers awake."""
+MAX_KEYS = 256
+"""Parameter values a :class:`CallRecord` keeps times for."""
 _LAST_END = [float("-inf")]
 """When the last timed call of a CPU kernel of this process ended (``time.perf_counter``)."""
 
@@ -204,6 +206,8 @@ class CallRecord:
         _LAST_END[0] = now
         alone = (now - started) * max(threads, 1)
         if alone < self._alone.get(key, float("inf")):
+            if len(self._alone) >= MAX_KEYS:   # many sizes (shapes that change at every call): start afresh
+                self._alone.clear()
             self._alone[key] = alone
 
 
