@@ -120,6 +120,9 @@ def test_launches_check_index_ranges_in_c_and_a_bad_value_still_raises(fn: Calla
     assert any(r is not None for r in ranges)
     if fn is _index_computed:  # two programs, the second reads the first's values as indices
         assert any(isinstance(u, GraphLaunch) for u in ran)
+    graphs = {g for g in ran if isinstance(g, GraphLaunch)}
+    timed = {g: dict(g.calls._alone) for g in graphs}   # whole runs timed (CallRecord)
+    assert all(set(t) == {None} for t in timed.values())
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the graph is not given up for bad data
         for value in bad:
@@ -127,6 +130,7 @@ def test_launches_check_index_ranges_in_c_and_a_bad_value_still_raises(fn: Calla
             wrong.view(-1)[-1] = value
             with pytest.raises(IndexError):
                 f(*args[:-1], wrong)
+        assert {g: g.calls._alone for g in graphs} == timed   # a run stopped by its ranges is not timed
         torch.testing.assert_close(f(*args), fn(*args))
 
 

@@ -115,10 +115,9 @@ class GraphLaunch:
                 made[j][a.name] = t if a.rank else t.reshape(())
             threads = self.calls.threads(self.threads)
             started = time.perf_counter()
-            failed = self._driver(*self._args, threads, *self._tail) >= 0
+            if self._driver(*self._args, threads, *self._tail) >= 0:
+                return False   # a step's index ranges failed: the run stopped there, its time says nothing
             self.calls.ended(None, threads, started)
-            if failed:
-                return False
         for step, m in zip(self.steps, made):
             step._bind(m, env)
         return True
