@@ -72,9 +72,11 @@ class CpuKernel(CompiledKernel):
         self._after_build: list[Callable[[], None]] = []
         self.min_parallel_work = min_parallel_work
         """Operations a parallel region needs to open, passed at each call (see :mod:`.parallel_plan`)."""
-        self.calls = CallRecord(known_wake(options.get("cc", "cc")) if min_parallel_work else 0.0)
+        measured = min_parallel_work and options.get("min_parallel_work") is None
+        self.calls = CallRecord(known_wake(options.get("cc", "cc")) if measured else 0.0)
         """Its calls' times, for running on one thread after the cores idled (:class:`.cpu_share.CallRecord`;
-        without a region that tests its work, or where waking the workers was not measured, never)."""
+        never without a region that tests its work, with a threshold the caller fixed (option
+        ``min_parallel_work``: nothing is measured), or where waking the workers could not be measured)."""
         if not isinstance(library, Future):
             self._load()
 
