@@ -123,8 +123,8 @@ WAKE_IDLE_S = 0.1
 """Sleep before the probe's region that measures waking the workers (s)."""
 WAKE_TRIALS = 3
 """That region's trials, the probe sleeping ``WAKE_TRIALS x WAKE_IDLE_S`` seconds.  The most is kept: on
-the development machine (a 2-core VM) ten trials took 0.06-0.19 ms, the first after the probe's busy
-regions, then 3.8-7.8 ms; choosing one thread where waking was cheap loses at most half the call, the
+the development machine (a 2-core VM) ten single trials took 0.06-0.19 ms for the first four and
+3.8-7.8 ms for the other six; choosing one thread where waking was cheap loses at most half the call, the
 other way round the whole wake."""
 PROBE_BUDGET = 0.1
 """Seconds each of the probe's three measurements may take at most (about 50 ms on a quiet machine; on

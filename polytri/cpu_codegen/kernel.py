@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -72,7 +71,7 @@ class CpuKernel(CompiledKernel):
         self._after_build: list[Callable[[], None]] = []
         self.min_parallel_work = min_parallel_work
         """Operations a parallel region needs to open, passed at each call (see :mod:`.parallel_plan`)."""
-        measured = min_parallel_work and options.get("min_parallel_work") is None
+        measured = bool(min_parallel_work) and options.get("min_parallel_work") is None
         self.calls = CallRecord(known_wake(options.get("cc", "cc")) if measured else 0.0)
         """Its calls' times, for running on one thread after the cores idled (:class:`.cpu_share.CallRecord`;
         never without a region that tests its work, with a threshold the caller fixed (option
@@ -128,11 +127,7 @@ class CpuKernel(CompiledKernel):
         scalars = [_SCALAR_CTYPES[s.dtype](bound.scalars[s.name].item()) for s in self.program.scalars]
         params = [bound.params[p] for p in self.program.params]
         self.wait_built()
-        key = tuple(params)
-        threads = self.calls.threads(self.options.get("threads"), key)
-        started = time.perf_counter()
-        self._fn(*pointers, *scalars, *params, threads, self.min_parallel_work)
-        self.calls.ended(key, threads, started)
+        self._run(self._fn, [*pointers, *scalars], params)
         for x, tmp in copies:
             if tmp is not None:
                 _write_back(x, tmp)
@@ -144,10 +139,15 @@ class CpuKernel(CompiledKernel):
         shape); the program must have no scalars."""
         assert not self.program.scalars
         fn = self._fn if self._fn is not None else self._built()
+        self._run(fn, pointers, params)
+
+    def _run(self, fn: Any, head: Sequence[Any], params: Sequence[int]) -> None:
+        """``fn(*head, *params, threads, min_parallel_work)``, its thread count and time kept by :attr:`calls`
+        (per parameter values)."""
         key = tuple(params)
         threads = self.calls.threads(self.options.get("threads"), key)
-        started = time.perf_counter()
-        fn(*pointers, *params, threads, self.min_parallel_work)
+        started = self.calls.clock()
+        fn(*head, *params, threads, self.min_parallel_work)
         self.calls.ended(key, threads, started)
 
     def slots_entry(self) -> int | None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,7 +75,7 @@ class GraphLaunch:
         self._slots_at = ctypes.addressof(self.slots)
         self.device = launches[0].device
         self.threads = threads
-        self.calls = CallRecord(max(getattr(getattr(s.kernel, "calls", None), "wake", 0.0) for s in steps))
+        self.calls = CallRecord(max(s.kernel.calls.wake for s in steps))
         """The run's call times, for one thread after the cores idled (:class:`.cpu_share.CallRecord`)."""
         self._driver = driver(cc)
         rows = [(ctypes.c_int32 * max(1, len(s)))(*s) for s in slot_of]
@@ -114,7 +113,7 @@ class GraphLaunch:
                 self.slots[slot] = t.data_ptr()
                 made[j][a.name] = t if a.rank else t.reshape(())
             threads = self.calls.threads(self.threads)
-            started = time.perf_counter()
+            started = self.calls.clock()
             if self._driver(*self._args, threads, *self._tail) >= 0:
                 return False   # a step's index ranges failed: the run stopped there, its time says nothing
             self.calls.ended(None, threads, started)

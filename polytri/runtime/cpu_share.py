@@ -160,7 +160,8 @@ IDLE_GAP = 0.02
 """Seconds since the last call's end after which OpenMP's workers are taken to be asleep: on the
 development machine a region 5 ms after the last one opened in 1.5 us (median of 15), after 10 ms in
 0.04-5.9 ms (ten trials, four slow), after 30 ms in 1.8-5.8 ms.  Interleaved benchmarks call a kernel
-every few milliseconds (jacobi-1d's round at PolyBench's LARGE size: 6.5 ms), with its workers awake."""
+every few milliseconds (jacobi-1d's round at PolyBench's LARGE size: about 6.5 ms, the sum of its
+variants' medians in the run of ``f3cbf83``), with its workers awake."""
 MAX_KEYS = 256
 """Parameter values a :class:`CallRecord` keeps times for."""
 _LAST_END = [float("-inf")]
@@ -184,7 +185,8 @@ class CallRecord:
     rule is off)."""
 
     def __init__(self, wake: float, clock: Callable[[], float] = time.perf_counter):
-        self.wake, self._clock = wake, clock
+        self.wake, self.clock = wake, clock
+        """``clock()`` is the time a caller passes to :meth:`ended` as the call's start."""
         self._alone: dict[object, float] = {}
 
     def threads(self, fixed: int | None, key: object = None) -> int:
@@ -194,15 +196,18 @@ class CallRecord:
         if fixed or n <= 1 or not self.wake:
             return n
         alone = self._alone.get(key)
-        if alone is not None and alone < self.wake and self._clock() - _LAST_END[0] >= IDLE_GAP:
-            log.debug("a call after %.1f ms of idle cores runs on one thread (%.3f ms alone, waking %.3f ms)",
-                      1e3 * (self._clock() - _LAST_END[0]), 1e3 * alone, 1e3 * self.wake)
-            return 1
-        return n
+        if alone is None or alone >= self.wake:
+            return n
+        idle = self.clock() - _LAST_END[0]
+        if idle < IDLE_GAP:
+            return n
+        log.debug("a call after %.1f ms of idle cores runs on one thread (%.3f ms alone, waking %.3f ms)",
+                  1e3 * idle, 1e3 * alone, 1e3 * self.wake)
+        return 1
 
     def ended(self, key: object, threads: int, started: float) -> None:
-        """Record a call that started at ``started`` (this record's clock) on ``threads`` threads."""
-        now = self._clock()
+        """Record a call that started at ``started`` (:attr:`clock`'s time) on ``threads`` threads."""
+        now = self.clock()
         _LAST_END[0] = now
         alone = (now - started) * max(threads, 1)
         if alone < self._alone.get(key, float("inf")):

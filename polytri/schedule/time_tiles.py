@@ -56,7 +56,7 @@ from dataclasses import replace
 import islpy as isl
 
 from ..ir.affine import evaluate
-from ..ir.expr import Binary, Const, Expr, var_names
+from ..ir.expr import Binary, Const, Expr, conjunction, var_names
 from ..ir.printer import expr_to_str
 from ..pipeline.decisions import Decision
 from .dependences import Dependences
@@ -160,8 +160,12 @@ def _statement_loops(n: Node, loops: tuple[For, ...], trips: tuple[Expr, ...], r
         trip = trip_count(n, ranges)
         return None if trip is None else _statement_loops(n.body, loops + (n,), trips + (trip[0],),
                                                           {**ranges, n.var: trip[1]})
-    children = n.body if isinstance(n, Block) else (n.then,) + ((n.orelse,) if n.orelse is not None else ()) \
-        if isinstance(n, If) else ()
+    if isinstance(n, Block):
+        children: tuple[Node, ...] = tuple(n.body)
+    elif isinstance(n, If):
+        children = (n.then,) if n.orelse is None else (n.then, n.orelse)
+    else:
+        children = ()
     out: list[tuple[tuple[For, ...], tuple[Expr, ...]]] = []
     for c in children:
         got = _statement_loops(c, loops, trips, ranges)
@@ -173,10 +177,7 @@ def _statement_loops(n: Node, loops: tuple[For, ...], trips: tuple[Expr, ...], r
 
 def side_by_side_condition(tests: list[tuple[str, Expr, int]]) -> Expr:
     """The test of :func:`tiles_side_by_side`'s list, as one expression of the parameters."""
-    cond: Expr | None = None
-    for _, trip, least in tests:
-        test = Binary(">=", trip, Const(least))
-        cond = test if cond is None else Binary("and", cond, test)
+    cond = conjunction([Binary(">=", trip, Const(least)) for _, trip, least in tests])
     assert cond is not None
     return cond
 
