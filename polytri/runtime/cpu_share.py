@@ -25,7 +25,7 @@ Reading ``/proc/stat`` costs some microseconds, so a decision is reused for :dat
 After an idle spell the cores themselves are slow to start: OpenMP's workers have stopped spinning and
 sleep, and waking them costs what the machine makes it cost (on the 2-core virtual machine polytri is
 developed on, a region 5 ms after the last one opened in 1.5 us, 30 ms after in 1.9 ms and 100 ms after
-in 7.8 ms; a ResNet of 0.47 ms a call on two threads took 11.8 ms after 100 ms of sleep).  So a call that
+in 7.8 ms; the zoo's ResNet took 11.7 ms a call after 100 ms of sleep, 1.66 ms on one thread).  So a call that
 comes :data:`IDLE_GAP` seconds or more after the last one ended runs on one thread when it would take
 less on one thread than waking the workers costs (:class:`CallRecord`: the caller's least time per
 call, times its threads; the waking cost is measured with a region's, ``fork_cost.py``).
