@@ -354,3 +354,22 @@ def test_what_a_layout_does_not_fix_is_checked_at_every_call() -> None:
         bind(prog, {"X": np.zeros(4), "Y": np.zeros((2, 3)), "N": 3.0})
     with pytest.raises(pt.ArgumentError, match="must be an int"):
         bind(prog, {"X": np.zeros(4), "Y": np.zeros((2, 3)), "N": [3]})
+
+
+def test_the_pointers_read_by_the_checks_are_the_arrays_and_only_the_contiguous_ones() -> None:
+    """A C-contiguous numpy array's data pointer is read once, by the overlap check, and handed to the
+    kernel (Bound.pointers); a strided view or a tensor is left to the kernel's own copy or pointer."""
+    prog = to_program(_shapes_program())
+    x, y = np.zeros(4), np.zeros((2, 6))[:, ::2]
+    bound = bind(prog, {"X": x, "Y": y})
+    assert bound.pointers == {"X": x.ctypes.data}
+    t = torch.zeros(4, dtype=torch.float64)
+    assert bind(prog, {"X": t, "Y": np.zeros((2, 3))}).pointers.keys() == {"Y"}
+    k = pt.compile(_shapes_program())
+    y0 = np.arange(12.0).reshape(2, 6)
+    x1, y1 = np.arange(4.0), y0.copy()
+    k(X=x1, Y=y1[:, ::2])
+    want_x, want_y = np.arange(4.0), y0.copy()
+    pt.reference(_shapes_program(), X=want_x, Y=want_y[:, ::2])
+    np.testing.assert_array_equal(x1, want_x)
+    np.testing.assert_array_equal(y1, want_y)

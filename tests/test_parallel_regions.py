@@ -235,6 +235,7 @@ class _Machine:
         self.t, self.others, self.mine, self.running = 0.0, others, mine, running
         self.busy = self.own = self.children = 0.0
         self.own_running = 1
+        self.env: str | None = None   # OMP_NUM_THREADS
 
     def tick(self, dt: float) -> None:
         self.t += dt
@@ -244,7 +245,7 @@ class _Machine:
     def share(self) -> CpuShare:
         return CpuShare(read=lambda: StatSample(self.busy, self.running), own=lambda: self.own,
                         clock=lambda: self.t, cores=lambda: 2, own_running=lambda: self.own_running,
-                        children=lambda: self.children)
+                        children=lambda: self.children, env=lambda: self.env)
 
 
 @pytest.mark.parametrize("others, mine, running, want", [
@@ -276,10 +277,18 @@ def test_a_reading_is_reused_within_its_window_and_stale_ones_use_the_running_ta
 
 
 def test_without_proc_stat_or_with_a_fixed_count_openmp_decides(monkeypatch) -> None:
-    assert CpuShare(read=lambda: None).threads() == 0
+    assert CpuShare(read=lambda: None, env=lambda: None).threads() == 0
     assert cpu_share.threads_now(3) == 3
+    m = _Machine(0.0, 0.0, 1)
+    share = m.share()
+    assert share.threads() == 2
+    m.env = "2"   # OMP_NUM_THREADS set while the process runs: seen after the window
+    m.tick(cpu_share.WINDOW / 10)
+    assert share.threads() == 2
+    m.tick(cpu_share.WINDOW)
+    assert share.threads() == 0
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    assert cpu_share.threads_now(None) == 0
+    assert CpuShare(read=lambda: StatSample(0.0, 1)).threads() == 0   # the environment, by default
 
 
 def test_proc_stat_is_read_where_there_is_one() -> None:

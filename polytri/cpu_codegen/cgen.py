@@ -35,6 +35,7 @@ from .c_signature import arguments, array_views, signature, slots_entry, unused,
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
 from .contraction_model import Contraction, left_units, transpose_lanes
 from .dot_product import dot_blocking
+from .hoist import Hoisted, argument_names
 from .microkernel import micro_kernel
 from .nest_plan import NestPlan, flat, plan_nests
 from .packing import contraction_lines
@@ -108,6 +109,12 @@ class _Printer:
         """The elements the loop being printed holds in C locals (:mod:`.scalar_promotion`), by key."""
         self.env: dict[str, Expr] = {}
         """The iterators of the statement instance being printed, in loop counters."""
+        self.hoist: Hoisted | None = None
+        """The tests computed once where the function starts (:mod:`.hoist`); set after its first lines."""
+
+    def test(self, text: str) -> str:
+        """A test of the sizes of the call, hoisted where it reads no counter of this function's loops."""
+        return text if self.hoist is None else self.hoist.test(text)
 
     def subscript(self, e: Expr) -> str:
         """A subscript in int64_t: an affine one as an index expression, an indirect one (its values were
@@ -298,7 +305,7 @@ class _Printer:
         streamed = without(n.body, {r.statement for r in walk(n.body) if isinstance(r, Run)} - names)
         assert streamed is not None
         written = " + ".join(work_text(s.written) for s in stores)
-        self.emit(depth, f"if (pt__stream_pays({written})) {{")
+        self.emit(depth, f"if ({self.test(f'pt__stream_pays({written})')}) {{")
         if rest is not None:
             self.emit(depth + 1, "#pragma omp simd")
             self.plain_loop(replace(n, body=rest), depth + 1, in_parallel)
@@ -434,7 +441,9 @@ class _Printer:
             inner.emit(1, line)
         for line in unused(self.p, self.counters):
             inner.emit(1, line)
+        inner.hoist = Hoisted(len(inner.lines), argument_names(self.p) | {cname(c) for c in self.counters})
         body(inner)
+        inner.hoist.splice(inner.lines)
         self.take(inner)
         params = signature(self.p)[:-2] + [f"int64_t {cname(c)}" for c in self.counters]
         text = "\n".join(inner.lines)
@@ -442,7 +451,7 @@ class _Printer:
         args = arguments(self.p) + [cname(c) for c in self.counters]
         called = f"{name}({', '.join(args)});"
         if choice.verdict == "runtime":
-            self.emit(depth, f"if ({choice.condition()}) {{")
+            self.emit(depth, f"if ({self.test(choice.condition())}) {{")
             self.emit(depth + 1, "#pragma omp parallel num_threads(pt__threads)")
             self.emit(depth + 1, called)
             self.emit(depth, "} else {")
@@ -511,6 +520,7 @@ def _prologue(pr: _Printer) -> None:
         pr.emit(1, line)
     for line in unused(pr.p, []):
         pr.emit(1, line)
+    pr.hoist = Hoisted(len(pr.lines), argument_names(pr.p) | {"pt__threads", MIN_WORK})
 
 
 def _versions(pr: _Printer, ast: If) -> None:
@@ -529,6 +539,8 @@ def _versions(pr: _Printer, ast: If) -> None:
         pr.share(version)
         _prologue(version)
         version.node(branch, 1, False)
+        assert version.hoist is not None
+        version.hoist.splice(version.lines)
         pr.outlined += version.outlined
         pr.outlined.append(f"__attribute__((noinline)) static void {version.function}({', '.join(signature(pr.p))}) {{\n"
                            + "\n".join(version.lines) + "\n}\n")
@@ -557,6 +569,8 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     else:
         _prologue(pr)
         pr.node(ast, 1, False)
+        assert pr.hoist is not None
+        pr.hoist.splice(pr.lines)
     head = f"void {function}({', '.join(signature(program))})"
     body = "\n".join(pr.lines)
     banner = comment(f"polytri: program {program.name}, target cpu") + "\n"

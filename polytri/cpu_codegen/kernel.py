@@ -121,6 +121,10 @@ class CpuKernel(CompiledKernel):
         bound = bind(self.program, kwargs)
         pointers, copies = [], []
         for a in self.program.arrays:
+            known = bound.pointers.get(a.name)
+            if known is not None:   # a C-contiguous numpy array, its pointer read by the checks
+                pointers.append(known)
+                continue
             ptr, tmp = _pointer(bound.arrays[a.name])
             pointers.append(ptr)
             copies.append((bound.arrays[a.name], tmp))

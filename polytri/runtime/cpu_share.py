@@ -121,37 +121,50 @@ class CpuShare:
     def __init__(self, read: Callable[[], StatSample | None] = read_proc_stat,
                  own: Callable[[], float] = own_cpu_seconds, clock: Callable[[], float] = time.monotonic,
                  cores: Callable[[], int] = usable_cores, own_running: Callable[[], int] = own_running_threads,
-                 children: Callable[[], float] = children_cpu_seconds):
+                 children: Callable[[], float] = children_cpu_seconds,
+                 env: Callable[[], str | None] = lambda: os.environ.get("OMP_NUM_THREADS")):
         self._read, self._own, self._clock, self._cores = read, own, clock, cores
-        self._own_running, self._children = own_running, children
+        self._own_running, self._children, self._env = own_running, children, env
         self._lock = threading.Lock()
         self._last: tuple[float, float, StatSample, float] | None = None
         """(wall clock, own CPU seconds, machine sample, ended children's CPU seconds) of the last reading."""
         self._threads = 0
+        self._decided = (float("-inf"), 0)
+        """(wall clock, threads) of the last decision, read without the lock (one tuple, replaced whole)."""
 
     def threads(self) -> int:
-        """Threads to use now (``0``: no measurement, OpenMP's default)."""
+        """Threads to use now (``0``: OpenMP's default, when ``OMP_NUM_THREADS`` is set or nothing can be
+        measured).  A decision, and the look at the environment, are reused for :data:`WINDOW` seconds: a
+        kernel call costs some microseconds in Python, reading ``os.environ`` half of one."""
         now = self._clock()
-        with self._lock:
-            if self._last is not None and now - self._last[0] < WINDOW:
-                return self._threads
-            sample = self._read()
-            if sample is None:
-                return 0
-            own, children = self._own(), self._children()
-            cores = self._cores()
-            if self._last is None or now - self._last[0] > STALE or children != self._last[3]:
-                busy = max(sample.running - self._own_running(), 0)
-            else:
-                wall0, own0, sample0, _ = self._last
-                others = (sample.busy - sample0.busy) - (own - own0)
-                busy = round(max(others, 0.0) / (now - wall0))
-            threads = max(1, cores - busy)
-            if threads != self._threads:
-                log.debug("CPU kernels use %d of %d cores: %d busy with other processes", threads, cores,
-                          cores - threads)
-            self._last, self._threads = (now, own, sample, children), threads
+        decided_at, threads = self._decided
+        if now - decided_at < WINDOW:
             return threads
+        with self._lock:
+            threads = 0 if self._env() else self._measure(now)
+            self._decided = (now, threads)
+            return threads
+
+    def _measure(self, now: float) -> int:
+        """The cores other processes leave free now (0 where ``/proc/stat`` cannot be read); called under
+        the lock."""
+        sample = self._read()
+        if sample is None:
+            return 0
+        own, children = self._own(), self._children()
+        cores = self._cores()
+        if self._last is None or now - self._last[0] > STALE or children != self._last[3]:
+            busy = max(sample.running - self._own_running(), 0)
+        else:
+            wall0, own0, sample0, _ = self._last
+            others = (sample.busy - sample0.busy) - (own - own0)
+            busy = round(max(others, 0.0) / (now - wall0))
+        threads = max(1, cores - busy)
+        if threads != self._threads:
+            log.debug("CPU kernels use %d of %d cores: %d busy with other processes", threads, cores,
+                      cores - threads)
+        self._last, self._threads = (now, own, sample, children), threads
+        return threads
 
 
 _SHARE = CpuShare()
@@ -173,8 +186,6 @@ def threads_now(fixed: int | None) -> int:
     ``OMP_NUM_THREADS`` is set, else the cores other processes leave free (see the module's text)."""
     if fixed:
         return fixed
-    if os.environ.get("OMP_NUM_THREADS"):
-        return 0
     return _SHARE.threads()
 
 
