@@ -42,3 +42,13 @@ def test_region_tests_leave_the_time_loop_unless_they_read_its_counter() -> None
         pt.compile(build_jacobi_1d(), options={"threads": threads, "min_parallel_work": 0})(A=a, B=b, T=5, N=40)
         np.testing.assert_allclose(a, want_a, rtol=1e-12)
         np.testing.assert_allclose(b, want_b, rtol=1e-12)
+
+
+def test_a_streamed_stores_test_is_computed_once_in_the_region_too() -> None:
+    """The blur's vertical pass streams its rows out where the image outgrows the last-level cache: the
+    test reads the sizes only, so the function that runs the region's blocks computes it once too."""
+    from polytri.suite.stencils import build_blur
+    src = pt.compile(build_blur()).source
+    region = src.split("static void pt_blur_par0(")[1].split("\n}\n")[0]
+    assert re.search(r"\n  const bool pt__test0 = pt__stream_pays\([^\n]*\);\n", region)
+    assert "if (pt__test0) {" in region and "if (pt__stream_pays(" not in region
