@@ -56,9 +56,6 @@ def _memory_range(x: Any) -> tuple[int, int] | None:
     """[start, end) of the bytes an array may touch (None for empty arrays)."""
     if 0 in _shape(x):
         return None
-    if type(x) is np.ndarray and x.flags.c_contiguous:   # its pointer alone: byte_bounds takes twice as long
-        start = x.ctypes.data
-        return start, start + x.nbytes
     if is_torch_tensor(x):
         start = x.data_ptr()
         span = sum((s - 1) * st for s, st in zip(x.shape, x.stride())) + 1
@@ -309,16 +306,30 @@ def _param_value(program: Program, p: str, v: Any) -> int:
     return v
 
 
+def _contiguous_pointer(x: Any) -> int | None:
+    """The data pointer of a non-empty C-contiguous numpy array (its bytes start there and run
+    ``nbytes``), ``None`` for anything else."""
+    return x.ctypes.data if type(x) is np.ndarray and x.flags.c_contiguous and x.size else None
+
+
 def _check_overlaps(program: Program, arrays: dict[str, Any]) -> dict[str, int]:
-    """No two arrays share memory; the data pointers read on the way (:attr:`Bound.pointers`)."""
-    ranges = [(n, _memory_range(v)) for n, v in arrays.items()]
+    """No two arrays share memory; the data pointers read on the way (:attr:`Bound.pointers`).  A
+    contiguous array's range is its pointer and size: ``byte_bounds`` takes twice as long."""
+    pointers: dict[str, int] = {}
+    ranges: list[tuple[str, tuple[int, int] | None]] = []
+    for n, v in arrays.items():
+        p = _contiguous_pointer(v)
+        if p is None:
+            ranges.append((n, _memory_range(v)))
+        else:
+            pointers[n] = p
+            ranges.append((n, (p, p + v.nbytes)))
     for i, (n1, r1) in enumerate(ranges):
         for n2, r2 in ranges[i + 1:]:
             if r1 and r2 and r1[0] < r2[1] and r2[0] < r1[1]:
                 raise ArgumentError(f"{program.name}: arrays {n1!r} and {n2!r} overlap in memory; "
                                     f"polytri requires distinct arrays")
-    return {n: r[0] for n, r in ranges if r is not None and type(arrays[n]) is np.ndarray
-            and arrays[n].flags.c_contiguous}
+    return pointers
 
 
 #: Layouts of calls that passed every check that depends on the layout alone, remembered per program.
