@@ -46,9 +46,11 @@ def test_region_tests_leave_the_time_loop_unless_they_read_its_counter() -> None
 
 def test_a_streamed_stores_test_is_computed_once_in_the_region_too() -> None:
     """The blur's vertical pass streams its rows out where the image outgrows the last-level cache: the
-    test reads the sizes only, so the function that runs the region's blocks computes it once too."""
+    test reads the sizes only, so the function that runs the region's blocks computes it once too, and
+    so is the test of its ring of rows (``cpu_codegen/row_ring.py``)."""
     from polytri.suite.stencils import build_blur
     src = pt.compile(build_blur()).source
     region = src.split("static void pt_blur_par0(")[1].split("\n}\n")[0]
-    assert re.search(r"\n  const bool pt__test0 = pt__stream_pays\([^\n]*\);\n", region)
-    assert "if (pt__test0) {" in region and "if (pt__stream_pays(" not in region
+    tests = [line for line in region.splitlines() if "pt__stream_pays(" in line]
+    assert tests and all(re.match(r"  const bool pt__test\d+ = pt__stream_pays\(", line) for line in tests)
+    assert re.search(r"\n *if \(pt__test\d+\) \{\n", region) and "if (pt__stream_pays(" not in region

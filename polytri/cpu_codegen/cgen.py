@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from .. import dtypes
 from ..dtypes import INT64
@@ -33,42 +33,19 @@ from ..schedule.loop_ast import (
 from ..schedule.tiling import cache_sizes
 from .c_signature import arguments, array_views, signature, slots_entry, unused, vla_bound
 from .cexpr import C, CExprPrinter, call, cname, comment, index_expr
-from .contraction_model import Contraction, left_units, transpose_lanes
-from .dot_product import dot_blocking
+from .codegen_io import CodegenOptions, GeneratedC
+from .contraction_model import Contraction
 from .hoist import Hoisted, argument_names
-from .microkernel import micro_kernel
 from .nest_plan import NestPlan, flat, plan_nests
-from .packing import contraction_lines
+from .packing import nest_lines
 from .parallel_plan import MIN_WORK, RegionChoice, Split, choose_region, work_text
 from .prelude import prelude
 from .private import local_name, private_arrays
-from .row_pack import rows_kernel
+from .row_ring import RowRing, ring_lines, ring_ref
 from .scalar_promotion import Held, Key, element_key, held_elements, holding_lines, invariant_reads
 from .seams import Seams, block_lines, only_loop, parts_lines
-from .streaming import StreamedStore, chunk_start, stream_buffer, stream_helpers, streamed_stores
-from .transpose import swapped_pairs_kernel, transpose_kernel
-
-
-@dataclass(frozen=True)
-class CodegenOptions:
-    """What the C printer may emit."""
-
-    openmp: bool = True
-    """``#pragma omp parallel for`` on the outermost parallel loop of each nest."""
-    simd: bool = True
-    """``#pragma omp simd`` on innermost loops whose iterations may run in SIMD lanes
-    (:attr:`~polytri.schedule.loop_ast.For.lanes`)."""
-    microkernel: bool = True
-    """Gemm-like contraction nests as packed panels and a register-blocked micro-kernel
-    (:mod:`.contraction`)."""
-    fma: bool = False
-    """The micro-kernel fuses each product into its sum (one rounding instead of two)."""
-    scratch: frozenset[str] = frozenset()
-    """Temporaries no read of which sees a value from before the call: they may live in buffers local to
-    one loop iteration (:mod:`.private`)."""
-    region_tests: bool = True
-    """Each parallel region opens only when its work reaches ``pt__min_parallel_work`` (see
-    :mod:`.parallel_plan`); otherwise every outermost parallel loop opens one."""
+from .streaming import StreamedStore, body_runs, chunk_start, run_target, stream_buffer, streamed_stores
+from .support import support_code
 
 
 class _Printer:
@@ -105,6 +82,8 @@ class _Printer:
         """The loops that may run in blocks (:mod:`.seams`), by the ``id`` of the loop opening their region."""
         self.seamed: list[Seams] = []
         """The loops printed in blocks, in order."""
+        self.ringed: dict[str, RowRing] = {}
+        """The arrays whose rows the block being printed keeps in a ring (:mod:`.row_ring`), by name."""
         self.held: dict[Key, str] = {}
         """The elements the loop being printed holds in C locals (:mod:`.scalar_promotion`), by key."""
         self.env: dict[str, Expr] = {}
@@ -139,11 +118,17 @@ class _Printer:
         key = element_key(acc, self.env) if self.held else None
         if key is not None and key in self.held:
             return C(self.held[key], 16)
+        if (ring := self.ringed.get(acc.array)) is not None:
+            return C(ring_ref(ring, self.subscript(acc.index[ring.row]), self.subscript(acc.index[-1])), 16)
         p = self.private.get(acc.array)
         if p is None:
-            return C(cname(acc.array) + "".join(f"[{self.subscript(i)}]" for i in acc.index), 16)
+            return C(self.global_ref(acc), 16)
         idx = "".join(f"[{self.subscript(i)}]" for k, i in enumerate(acc.index) if k != p) or "[0]"
         return C(f"{local_name(acc.array)}{idx}", 16)
+
+    def global_ref(self, acc: Access) -> str:
+        """``acc`` in the array itself."""
+        return cname(acc.array) + "".join(f"[{self.subscript(i)}]" for i in acc.index)
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -155,6 +140,8 @@ class _Printer:
                     self.node(c, depth, in_parallel)
         elif isinstance(n, For):
             self.loop(n, depth, in_parallel)
+            if self.ringed and n.innermost:
+                self.copy_rows(n, depth)
         elif isinstance(n, If):
             self.emit(depth, f"if ({index_expr(n.cond).text}) {{")
             self.node(n.then, depth + 1, in_parallel)
@@ -242,28 +229,9 @@ class _Printer:
 
     def contraction(self, c: Contraction, depth: int, threads: bool) -> None:
         """A contraction nest as packed panels and micro-kernel calls (see :mod:`.contraction`)."""
-        st = c.statement
-
-        def bind(env: dict[str, str], exprs: tuple[Expr, ...]) -> list[str]:
-            used = set().union(*(var_names(e, "iter") for e in exprs))
-            return [f"const int64_t {cname(it)} = {env[it] if it in env else index_expr(c.fixed[it]).text};"
-                    for it in st.iterators if it in used]
-
-        def assign(env: dict[str, str]) -> list[str]:
-            return self.statement_lines(st, tuple(Var(env[it], "iter") if it in env else c.fixed[it]
-                                                  for it in st.iterators))
-
-        def epilogue(env: dict[str, str]) -> list[str]:
-            assert c.epilogue is not None
-            at = dict(c.epilogue_at)
-            return self.statement_lines(c.epilogue, tuple(Var(env[at[it]], "iter") for it in c.epilogue.iterators))
-
-        target = self.p.array(st.target.array)
-        ldc = " * ".join(vla_bound(e) for e in target.shape[c.row_subscript + 1:])
-        for line in contraction_lines(c, value=lambda e: self.exprs.conv(e, c.dtype).text,
-                                      ref=lambda a: self.array_ref(a).text, bind=bind, assign=assign,
-                                      ldc=ldc, threads=threads,
-                                      epilogue=epilogue if c.epilogue is not None else None):
+        for line in nest_lines(c, value=lambda e: self.exprs.conv(e, c.dtype).text, ref=lambda a: self.array_ref(a).text,
+                               instance=self.statement_lines, shape=self.p.array(c.statement.target.array).shape,
+                               threads=threads):
             self.emit(depth, line)
 
     def plain_loop(self, n: For, depth: int, in_parallel: bool, local: dict[str, int] | None = None,
@@ -381,6 +349,34 @@ class _Printer:
             self.emit(depth, "#pragma omp simd")
         self.plain_loop(n, depth, in_parallel=True, fence=fence)
 
+    def copy_rows(self, n: For, depth: int) -> None:
+        """After an innermost loop running a ring's producer, the row it wrote streamed from the ring to the
+        array (:mod:`.row_ring`), under the producer's guards in the loop."""
+        for run, guard in body_runs(n) or ():
+            st = self.stmts[run.statement]
+            if (ring := self.ringed.get(st.target.array)) is not None and (upper := loop_upper(n)) is not None:
+                first = Access(st.target.array, tuple(substitute(e, {n.var: n.lower}) for e in run_target(st, run).index))
+                copy = (f"pt__stream(&{self.global_ref(first)}, &{self.array_ref(first).text}, "
+                        f"pt__max_int64_t({index_expr(Binary('-', upper, n.lower)).text}, 0) * {ring.itemsize});")
+                self.emit(depth, copy if guard is None else f"if ({index_expr(guard).text}) {copy}")
+
+    def first_phase(self, seq: For, seams: Seams, depth: int) -> None:
+        """A block's iterations but the deferred instances of its first ``window`` ones, its streamed stores
+        fenced before the barrier; where its rings were allocated (:mod:`.row_ring`), with them."""
+        for ringed in (True, False) if seams.rings else (False,):
+            if seams.rings:
+                self.emit(depth, "if (pt__ringed) {" if ringed else "} else {")
+            d, streamed = depth + bool(seams.rings), len(self.streamed)
+            self.ringed = {r.array: r for r in seams.rings} if ringed else {}
+            if (rest := without(seq.body, set(seams.deferred))) is not None:
+                self.lanes_loop(replace(seq, body=rest, lower=Var("pt__lo", "iter"), cond=_below(seq, "pt__mid")), d)
+            self.lanes_loop(replace(seq, lower=Var("pt__mid", "iter"), cond=_below(seq, "pt__hi")), d)
+            if ringed or len(self.streamed) > streamed:
+                self.emit(d, "pt__stream_fence();")
+        self.ringed = {}
+        if seams.rings:
+            self.emit(depth, "}")
+
     def seam_phases(self, n: For, seams: Seams) -> None:
         """The body of :meth:`seam_loop`'s region: ``pt__parts`` blocks per iteration of the parallel loop
         (as many as the team needs to divide the iterations times the blocks), each running its
@@ -390,6 +386,9 @@ class _Printer:
         assert seq is not None and (upper := loop_upper(seq)) is not None and (outer_upper := loop_upper(n)) is not None
         trips = None if seams.outer is None else index_expr(Binary("-", outer_upper, n.lower)).text
         for line in parts_lines(trips):
+            self.emit(1, line)
+        setup, release = ring_lines(seams.rings, self.test, cache_sizes()[2])
+        for line in setup:
             self.emit(1, line)
         deferred = set(seams.deferred)
         for phase in (1, 2):
@@ -405,23 +404,18 @@ class _Printer:
             self.emit(d, f"for (int64_t pt__b = {phase - 1}; pt__b < pt__parts; pt__b += 1) {{")
             for line in block_lines(index_expr(seq.lower).text, index_expr(upper).text, seams.window):
                 self.emit(d + 1, line)
-            before = Binary("<", Var(seq.var, "iter"), Var("pt__mid", "iter"))
             if phase == 1:
-                streamed = len(self.streamed)
-                if (rest := without(seq.body, deferred)) is not None:
-                    self.lanes_loop(replace(seq, body=rest, lower=Var("pt__lo", "iter"), cond=before), d + 1)
-                self.lanes_loop(replace(seq, lower=Var("pt__mid", "iter"),
-                                        cond=Binary("<", Var(seq.var, "iter"), Var("pt__hi", "iter"))), d + 1)
-                if len(self.streamed) > streamed:
-                    self.emit(d + 1, "pt__stream_fence();")
+                self.first_phase(seq, seams, d + 1)
             else:
                 only = without(seq.body, {r.statement for r in walk(seq.body) if isinstance(r, Run)} - deferred)
                 assert only is not None
-                self.lanes_loop(replace(seq, body=only, lower=Var("pt__lo", "iter"), cond=before), d + 1)
+                self.lanes_loop(replace(seq, body=only, lower=Var("pt__lo", "iter"), cond=_below(seq, "pt__mid")), d + 1)
             self.emit(d, "}")
             if seams.outer is not None:
                 self.counters.pop()
         self.emit(1, "}")
+        for line in release:
+            self.emit(1, line)
 
     def outline(self, depth: int, body, choice: RegionChoice, serial=None) -> None:
         """Code run by every thread of a parallel region goes into its own function, which ``body``
@@ -492,22 +486,9 @@ class _Printer:
                 f"  {ref} = {value.text};", "}"]
 
 
-@dataclass(frozen=True)
-class GeneratedC:
-    """What :func:`generate_c` printed, and what it chose on the way."""
-
-    source: str
-    """The complete C translation unit."""
-    contractions: tuple[Contraction, ...]
-    """The contraction nests computed with the micro-kernel."""
-    local_arrays: frozenset[str]
-    """The arrays held in local buffers only."""
-    regions: tuple[RegionChoice, ...]
-    """The choice for each parallel loop that could open an OpenMP region."""
-    streams: tuple[StreamedStore, ...] = ()
-    """The stores printed in streamed form (:mod:`.streaming`)."""
-    seams: tuple[Seams, ...] = ()
-    """The loops printed in blocks (:mod:`.seams`)."""
+def _below(loop: For, bound: str) -> Expr:
+    """``loop``'s counter below the C variable ``bound``."""
+    return Binary("<", Var(loop.var, "iter"), Var(bound, "iter"))
 
 
 def _prologue(pr: _Printer) -> None:
@@ -574,19 +555,9 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     head = f"void {function}({', '.join(signature(program))})"
     body = "\n".join(pr.lines)
     banner = comment(f"polytri: program {program.name}, target cpu") + "\n"
-    used = {(c.dtype.name, c.op, c.dot) for c in pr.contractions}
-    kernels = "".join(micro_kernel(dtypes.dtype(t), op, options.simd, options.fma, dot)
-                      for t, op, dot in sorted(used, key=lambda u: (u[0], u[1], u[2] is not None)))
-    squares = {(c.dtype.name if c.dot is None else "float32", lanes) for c in pr.contractions
-               if (lanes := transpose_lanes(c)) is not None}
-    kernels += "".join(transpose_kernel(dtypes.dtype(t), lanes, options.simd) for t, lanes in sorted(squares))
-    swapped = sorted({lanes for c in pr.contractions
-                      if c.dot is not None and c.dot.descending and (lanes := transpose_lanes(c)) is not None})
-    kernels += "".join(swapped_pairs_kernel(lanes) for lanes in swapped)
-    rows = {(dot_blocking(c.dtype, c.dot).mr, *units) for c in pr.contractions if (units := left_units(c)) is not None}
-    kernels += "".join(rows_kernel(mr, unit, swap) for mr, unit, swap in sorted(rows))
-    if pr.streamed:
-        kernels += stream_helpers(cache_sizes()[3])
+    streams = pr.streamed or any(s.rings for s in pr.seamed)
+    kernels = support_code(pr.contractions, simd=options.simd, fma=options.fma,
+                           llc_bytes=cache_sizes()[3] if streams else None)
     outlined = "\n".join(pr.outlined)
     unique: list[Contraction] = []  # a nest inside a parallel loop is printed twice: outlined, and inline
     for c in pr.contractions:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..ir.expr import Access, Cast, Expr, var_names
+from ..ir.expr import Access, Cast, Expr, Var, var_names
+from ..ir.program import Statement
 from .blocking import WHOLE_L_BYTES
-from .cexpr import comment, index_expr
+from .c_signature import vla_bound
+from .cexpr import cname, comment, index_expr
 from .contraction_model import Contraction, left_units, transpose_block, transpose_lanes
 from .dot_product import dot_blocking, slot, stored
 from .row_pack import rows_kernel_name
@@ -44,6 +46,31 @@ def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Call
     threads, else of the rows or of the columns."""
     printer = _NestPrinter(c, value=value, ref=ref, bind=bind, assign=assign, epilogue=epilogue, ldc=ldc)
     return printer.print(threads)
+
+
+def nest_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Callable[[Access], str],
+               instance: Callable[[Statement, tuple[Expr, ...]], list[str]], shape: tuple[Expr, ...],
+               threads: bool) -> list[str]:
+    """:func:`contraction_lines`, where ``instance(st, args)`` prints one instance of a statement, its
+    iterators given by ``args``, and ``shape`` is the target array's."""
+    st = c.statement
+
+    def bind(env: Env, exprs: tuple[Expr, ...]) -> list[str]:
+        used = set().union(*(var_names(e, "iter") for e in exprs))
+        return [f"const int64_t {cname(it)} = {env[it] if it in env else index_expr(c.fixed[it]).text};"
+                for it in st.iterators if it in used]
+
+    def assign(env: Env) -> list[str]:
+        return instance(st, tuple(Var(env[it], "iter") if it in env else c.fixed[it] for it in st.iterators))
+
+    def epilogue(env: Env) -> list[str]:
+        assert c.epilogue is not None
+        at = dict(c.epilogue_at)
+        return instance(c.epilogue, tuple(Var(env[at[it]], "iter") for it in c.epilogue.iterators))
+
+    return contraction_lines(c, value=value, ref=ref, bind=bind, assign=assign,
+                             ldc=" * ".join(vla_bound(e) for e in shape[c.row_subscript + 1:]), threads=threads,
+                             epilogue=epilogue if c.epilogue is not None else None)
 
 
 def _matrix(e: Expr, k: str, b: str) -> bool:
@@ -541,4 +568,4 @@ class _NestPrinter:
         self.out(3, "}")
 
 
-__all__ = ["contraction_lines"]
+__all__ = ["contraction_lines", "nest_lines"]

@@ -36,10 +36,12 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..ir.islutil import maps
+from ..ir.program import Program
 from ..pipeline.decisions import Decision
 from ..schedule.dependences import Dependences
-from ..schedule.loop_ast import Block, For, If, Node, Run, loop_upper, walk
+from ..schedule.loop_ast import Block, For, If, Node, Run, loop_upper, run_counts, walk
 from ..schedule.schedule import time_dependences, within_loop
+from .row_ring import RowRing, find_rings
 
 MIN_BLOCK_WINDOWS = 4
 """A block is at least this many deferral windows long: the deferred instances, which run after a barrier
@@ -61,6 +63,8 @@ class Seams:
     """The statements whose instances in a block's first :attr:`window` iterations run after the barrier."""
     window: int
     """The longest distance (in iterations of the loop) of a dependence that it carries."""
+    rings: tuple[RowRing, ...] = ()
+    """The arrays whose rows its blocks keep in a ring (:mod:`.row_ring`)."""
 
     def decision(self) -> Decision:
         """The record of this choice."""
@@ -69,8 +73,11 @@ class Seams:
                 f"{'waits' if len(self.deferred) == 1 else 'wait'} for a barrier in each block's first "
                 f"{self.window} iteration{'s' if self.window > 1 else ''} (its dependences span at most "
                 f"{self.window}, and end at statements that feed nothing in the loop)")
+        if self.rings:
+            text += "; where the arrays outgrow the last-level cache, " + "; ".join(r.text() for r in self.rings)
         return Decision("codegen", "seams", self.loop, text,
-                        {"outer": self.outer, "deferred": self.deferred, "window": self.window})
+                        {"outer": self.outer, "deferred": self.deferred, "window": self.window,
+                         "rings": tuple(r.array for r in self.rings)})
 
 
 def only_loop(n: Node) -> For | None:
@@ -146,11 +153,13 @@ def block_lines(first: str, end: str, window: int) -> list[str]:
             f"const int64_t pt__mid = pt__b == 0 ? pt__lo : pt__min_int64_t(pt__lo + {window}, pt__hi);"]
 
 
-def find_seams(schedule: isl.UnionMap, deps: Dependences, ast: Node) -> dict[int, Seams]:
+def find_seams(program: Program, schedule: isl.UnionMap, deps: Dependences, ast: Node) -> dict[int, Seams]:
     """The loops of ``ast`` (scanning ``schedule``) that run in blocks, by the ``id`` of the loop that opens
     their region: a parallel loop whose body is one sequential loop (the blocks are handed out with its
-    iterations), or a sequential loop in no parallel loop."""
+    iterations), or a sequential loop in no parallel loop; with the rows of ``program``'s arrays they may
+    keep in a ring (:mod:`.row_ring`)."""
     found: dict[int, Seams] = {}
+    runs = run_counts(ast)
 
     def visit(n: Node) -> None:
         if isinstance(n, Block):
@@ -165,8 +174,9 @@ def find_seams(schedule: isl.UnionMap, deps: Dependences, ast: Node) -> dict[int
             if inner is not None and not inner.parallel and _unit_loop(inner) and _unit_loop(n):
                 window = _window(schedule, deps, inner)
                 if window is not None:
-                    outer = n.var if n.parallel else None
-                    found[id(n)] = Seams(inner.var, outer, *window)
+                    deferred, span = window
+                    rings = find_rings(program, deps, schedule, n, inner, span, deferred, runs)
+                    found[id(n)] = Seams(inner.var, n.var if n.parallel else None, deferred, span, rings)
                     return
             if not n.parallel:  # no region opens inside a parallel loop
                 visit(n.body)

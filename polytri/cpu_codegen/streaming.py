@@ -74,7 +74,7 @@ class StreamedStore:
                         {"statement": self.statement, "loop": self.loop, "chunk": self.chunk})
 
 
-def _body_runs(loop: For) -> list[tuple[Run, Expr | None]] | None:
+def body_runs(loop: For) -> list[tuple[Run, Expr | None]] | None:
     """The statements run in ``loop``'s body, directly or under guards free of its counter, each with
     the conjunction of its guards; ``None`` when the body holds a loop or a guard on the counter."""
     out: list[tuple[Run, Expr | None]] = []
@@ -91,7 +91,7 @@ def _body_runs(loop: For) -> list[tuple[Run, Expr | None]] | None:
     return out if visit(loop.body, None) else None
 
 
-def _target(st: Statement, run: Run) -> Access:
+def run_target(st: Statement, run: Run) -> Access:
     """The element ``run`` writes, in the loop counters."""
     target = substitute(st.target, dict(zip(st.iterators, run.args)))
     assert isinstance(target, Access)
@@ -123,7 +123,7 @@ def _store(root: For, loop: For, program: Program, run: Run, guard: Expr | None,
            touches: tuple[set[str], Counter[str]]) -> StreamedStore | None:
     """The streamed store of ``run`` in ``loop``, or ``None`` when it may not stream."""
     st = program.statement(run.statement)
-    target = _target(st, run)
+    target = run_target(st, run)
     read, writes = touches
     if target.array in read or writes[target.array] != 1 or not _consecutive(target, loop.var):
         return None  # read in the nest, or written by another statement, or not consecutive elements
@@ -146,7 +146,7 @@ def streamed_stores(root: For, program: Program) -> dict[int, tuple[StreamedStor
     touches = _touches(program, [n for n in walk(root) if isinstance(n, Run)])
     found: dict[int, tuple[StreamedStore, ...]] = {}
     for loop in (n for n in walk(root) if isinstance(n, For)):
-        body = _body_runs(loop) if loop.innermost and loop.lanes and loop.step == 1 else None
+        body = body_runs(loop) if loop.innermost and loop.lanes and loop.step == 1 else None
         if body is None or loop_upper(loop) is None:
             continue
         stores: list[StreamedStore] = []

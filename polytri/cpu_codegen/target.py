@@ -79,7 +79,7 @@ class CpuTarget(Target):
                             fma=opts["fma"], scratch=scratch)
         function = f"pt_{program.name}"
         versioned = isinstance(ast, If) and schedule.alternative is not None  # two maps: the AST scans both
-        seams = find_seams(schedule.map, deps, ast) if opts["openmp"] and not (versioned or schedule.tiled) else {}
+        seams = find_seams(program, schedule.map, deps, ast) if opts["openmp"] and not (versioned or schedule.tiled) else {}
         out = generate_c(program, ast, function=function, options=cg, seams=seams)
         source, contractions, local = out.source, out.contractions, out.local_arrays
         min_work = 0.0
