@@ -108,8 +108,9 @@ def test_the_demo_shows_the_loop_nest_not_the_dispatch_wrapper() -> None:
     assert len(loops) >= 2  # the nest
     for st in k.program.statements:  # both passes, fused in one nest
         assert f"/* {st.name}: " in shown
-    # the nest three times: rows streamed past the last-level cache or not, then the rows that waited
-    assert len(shown.splitlines()) < 120
+    # the nest five times: with tmp's rows in a ring or not, out's rows streamed past the last-level cache
+    # or not, then the rows that waited
+    assert len(shown.splitlines()) < 200
     # without parallel regions: the entry point itself, which then holds the loops
     serial = pt.compile(KERNELS[SHOWN].build(), target="cpu", options={"openmp": False})
     alone = kernel_c(serial.source, f"pt_{SHOWN}")

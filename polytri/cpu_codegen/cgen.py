@@ -467,10 +467,16 @@ class _Printer:
     def statement_lines(self, st: Statement, args: tuple[Expr, ...]) -> list[str]:
         """One instance of ``st``, its iterators given by ``args``, as a C block."""
         redirected = self.stream_to.get(st.name)  # a streamed store: to the chunk's buffer, by loop counter
-        def unheld(e: Expr) -> Expr:  # an element held in a local (:mod:`.scalar_promotion`) reads no iterator
-            return transform(e, lambda n: Const(0) if isinstance(n, Access)
-                             and element_key(n, self.env) in self.held else None) if self.held else e
-        used = var_names(unheld(st.value), "iter") | (set() if redirected else var_names(unheld(st.target), "iter"))
+        def printed(e: Expr) -> Expr:  # an element held in a local (:mod:`.scalar_promotion`) reads no iterator,
+            def one(n: Expr) -> Expr | None:  # one in a ring (:mod:`.row_ring`) its row and column only
+                if not isinstance(n, Access):
+                    return None
+                if self.held and element_key(n, self.env) in self.held:
+                    return Const(0)
+                ring = self.ringed.get(n.array)
+                return None if ring is None else Access(n.array, (n.index[ring.row], n.index[-1]))
+            return transform(e, one) if self.held or self.ringed else e
+        used = var_names(printed(st.value), "iter") | (set() if redirected else var_names(printed(st.target), "iter"))
         binds = [f"const int64_t {cname(it)} = {index_expr(a).text};" for it, a in zip(st.iterators, args)
                  if it in used]
         target = dtypes.dtype(self.p.array(st.target.array).dtype)
