@@ -9,7 +9,7 @@ array pointer is re-declared as a pointer to a variable-length array, so accesse
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from .. import dtypes
@@ -337,11 +337,23 @@ class _Printer:
     def seam_loop(self, n: For, depth: int, seams: Seams) -> None:
         """A loop run in blocks (:mod:`.seams`): ``n``, the sequential loop or the parallel loop around it,
         in a region whose threads share the blocks, then the deferred instances; the plain loop where the
-        region does not open.  Every block gets a thread, so the region's test does not count the trips."""
+        region does not open (its rings, one block, where they pay: :mod:`.row_ring`).  Every block gets a
+        thread, so the region's test does not count the trips."""
         choice = self.region_choice(n, split="static", count_trips=False)
         self.seamed.append(seams)
-        self.outline(depth, lambda inner: inner.seam_phases(n, seams),
-                     choice, lambda d: self.lanes_loop(n, d, fence=True))
+
+        def serial(d: int) -> None:
+            setup, release = ring_lines(seams.rings, self.test, cache_sizes()[2])
+            if setup:
+                self.emit(d, "{")
+            for line in setup:
+                self.emit(d + 1, line)
+            self.ringing(seams, d + bool(setup), lambda e, ringed: self.lanes_loop(n, e, fence=not ringed))
+            for line in release:
+                self.emit(d + 1, line)
+            if setup:
+                self.emit(d, "}")
+        self.outline(depth, lambda inner: inner.seam_phases(n, seams), choice, serial)
 
     def lanes_loop(self, n: For, depth: int, fence: bool = False) -> None:
         """``n`` in a region's thread, with ``#pragma omp simd`` where its iterations may run in lanes."""
@@ -360,22 +372,29 @@ class _Printer:
                         f"pt__max_int64_t({index_expr(Binary('-', upper, n.lower)).text}, 0) * {ring.itemsize});")
                 self.emit(depth, copy if guard is None else f"if ({index_expr(guard).text}) {copy}")
 
-    def first_phase(self, seq: For, seams: Seams, depth: int) -> None:
-        """A block's iterations but the deferred instances of its first ``window`` ones, its streamed stores
-        fenced before the barrier; where its rings were allocated (:mod:`.row_ring`), with them."""
+    def ringing(self, seams: Seams, depth: int, body: Callable[[int, bool], None]) -> None:
+        """``body(depth, ringed)`` once with the rings of ``seams`` (:mod:`.row_ring`) where they were
+        allocated, its copies fenced, and once without; or once without, where there are none."""
         for ringed in (True, False) if seams.rings else (False,):
             if seams.rings:
                 self.emit(depth, "if (pt__ringed) {" if ringed else "} else {")
-            d, streamed = depth + bool(seams.rings), len(self.streamed)
             self.ringed = {r.array: r for r in seams.rings} if ringed else {}
-            if (rest := without(seq.body, set(seams.deferred))) is not None:
-                self.lanes_loop(replace(seq, body=rest, lower=Var("pt__lo", "iter"), cond=_below(seq, "pt__mid")), d)
-            self.lanes_loop(replace(seq, lower=Var("pt__mid", "iter"), cond=_below(seq, "pt__hi")), d)
-            if ringed or len(self.streamed) > streamed:
-                self.emit(d, "pt__stream_fence();")
+            body(depth + bool(seams.rings), ringed)
+            if ringed:
+                self.emit(depth + 1, "pt__stream_fence();")
         self.ringed = {}
         if seams.rings:
             self.emit(depth, "}")
+
+    def first_phase(self, seq: For, seams: Seams, depth: int, ringed: bool) -> None:
+        """A block's iterations but the deferred instances of its first ``window`` ones, its streamed stores
+        fenced before the barrier (with its ring's copies, ``ringed``: :meth:`ringing`)."""
+        streamed = len(self.streamed)
+        if (rest := without(seq.body, set(seams.deferred))) is not None:
+            self.lanes_loop(replace(seq, body=rest, lower=Var("pt__lo", "iter"), cond=_below(seq, "pt__mid")), depth)
+        self.lanes_loop(replace(seq, lower=Var("pt__mid", "iter"), cond=_below(seq, "pt__hi")), depth)
+        if not ringed and len(self.streamed) > streamed:
+            self.emit(depth, "pt__stream_fence();")
 
     def seam_phases(self, n: For, seams: Seams) -> None:
         """The body of :meth:`seam_loop`'s region: ``pt__parts`` blocks per iteration of the parallel loop
@@ -405,7 +424,7 @@ class _Printer:
             for line in block_lines(index_expr(seq.lower).text, index_expr(upper).text, seams.window):
                 self.emit(d + 1, line)
             if phase == 1:
-                self.first_phase(seq, seams, d + 1)
+                self.ringing(seams, d + 1, lambda e, ringed: self.first_phase(seq, seams, e, ringed))
             else:
                 only = without(seq.body, {r.statement for r in walk(seq.body) if isinstance(r, Run)} - deferred)
                 assert only is not None
