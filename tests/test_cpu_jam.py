@@ -40,6 +40,19 @@ def test_jammed_kernels_equal_the_reference_in_whole_and_partial_blocks(name: st
     assert _jams(k), f"{name}: no loop jammed"
 
 
+@pytest.mark.parametrize("n", [2, JAM + 1, JAM + 2, 2 * JAM + 5])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_gramschmidt_jams_blocks_that_start_after_the_column_norm(n: int, threads: int) -> None:
+    """Gram-Schmidt's loop over the columns ``j > k`` (a sum down each column, then its update) shares its
+    time dimension with the norm of column ``k``: blocks numbered from 0 would run some sums before the
+    norm, blocks from ``k + 1`` do not.  Whole and partial blocks, bit for bit the reference's."""
+    prog = KERNELS["gramschmidt"].build()
+    args = make_args(KERNELS["gramschmidt"], {"M": n + 3, "N": n}, seed=n)
+    k = _equal(prog, args, {"threads": threads, "min_parallel_work": 0})
+    [jam] = [d.data for d in k.decision_records if d.kind == "unroll-and-jam"]
+    assert jam["statements"] == ("S5", "S6") and jam["start"] == "(t1 + (1))"
+
+
 def test_the_sums_of_eight_rows_are_held_in_registers() -> None:
     k = pt.compile(KERNELS["atax"].build(), "cpu")
     assert _jams(k) == [("S1", "S2", "S3")]

@@ -136,6 +136,30 @@ class _Planner:
                 self.node(n.body, top=False)
 
 
+def kernel_statements(ast: Node, program: Program, typer: Typer, *, simd: bool) -> frozenset[str]:
+    """The statements of ``ast`` that the micro-kernel's contraction nests compute, with the nests they
+    absorb (:func:`plan_nests`)."""
+    plan = plan_nests(ast, program, typer, microkernel=True, simd=simd)
+    roots = set(plan.contractions) | set(plan.absorbed)
+    names: set[str] = set()
+
+    def visit(n: Node) -> None:
+        if id(n) in roots:
+            names.update(run_counts(n))
+        elif isinstance(n, Block):
+            for c in n.body:
+                visit(c)
+        elif isinstance(n, If):
+            visit(n.then)
+            if n.orelse is not None:
+                visit(n.orelse)
+        elif isinstance(n, For):
+            visit(n.body)
+
+    visit(ast)
+    return frozenset(names)
+
+
 def plan_nests(ast: Node, program: Program, typer: Typer, *, microkernel: bool, simd: bool) -> NestPlan:
     """The contraction nests of ``ast`` (none without the ``microkernel`` option)."""
     if not microkernel:
@@ -145,4 +169,4 @@ def plan_nests(ast: Node, program: Program, typer: Typer, *, microkernel: bool, 
     return NestPlan(planner.contractions, frozenset(planner.absorbed))
 
 
-__all__ = ["NestPlan", "flat", "plan_nests"]
+__all__ = ["NestPlan", "flat", "kernel_statements", "plan_nests"]

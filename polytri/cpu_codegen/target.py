@@ -31,6 +31,7 @@ from .contraction_fusion import read_back_by_epilogues
 from .contraction_model import describe
 from .fork_cost import fork_cost
 from .kernel import CpuKernel
+from .nest_plan import kernel_statements
 from .seams import find_seams
 
 
@@ -67,7 +68,10 @@ class CpuTarget(Target):
                                                    opts["tile_size"], vector_loops=True,
                                                    packed=packed if opts["tile"] is None else frozenset())
         if opts["jam"] and opts["schedule"] == "auto":
-            schedule, ast, jammed = jam_chains(program, deps, schedule, ast, exclude=packed,
+            # the statements the micro-kernel runs in this loop AST: one that could be a contraction but
+            # is not one here (gramschmidt's update, under the loop of its sums) is jammed with its loop
+            nests = kernel_statements(ast, program, program_typer(program), simd=opts["simd"]) if packed else packed
+            schedule, ast, jammed = jam_chains(program, deps, schedule, ast, exclude=nests,
                                                buffered=scratch_arrays(program, opts["temporaries"]))
             decisions += jammed
         return schedule, decisions, ast

@@ -21,8 +21,11 @@ A loop is jammed where an innermost loop inside it carries a sum into an element
 that loop but does move with the jammed one (each row of the block has its own chain) and stores nothing
 down a column (:func:`_streams`), and where every statement under it runs nowhere else, none is a
 contraction the micro-kernel runs, and none writes a temporary the printer may keep in a buffer local to
-one iteration of the loop.  Decision kind ``unroll-and-jam``, ``data``: the jammed time
-dimension, the statements, the factor, the peeled instances (isl's text, or ``None``).
+one iteration of the loop.  Where the blocks, numbered, fall before statements that run at the same time
+dimension (gramschmidt's norm of column ``k`` before its loop over the columns ``j > k``), they start at
+the loop's lower bound instead (:func:`_from_start`).  Decision kind ``unroll-and-jam``, ``data``: the
+jammed time dimension, the statements, the factor, the peeled instances (isl's text, or ``None``), where
+the blocks start (isl's text, or ``None``).
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from dataclasses import dataclass, replace
 
 import islpy as isl
 
-from ..ir.affine import linear
-from ..ir.expr import Access, Binary, Const, Expr, accesses, conjunction, substitute, var_names
+from ..errors import NotAffineError
+from ..ir.affine import linear, to_isl
+from ..ir.expr import Access, Binary, Const, Expr, Var, accesses, conjunction, substitute, var_names
 from ..ir.islutil import fix_params, maps, sets
 from ..ir.program import Program, Statement
 from ..pipeline.decisions import Decision
@@ -65,6 +69,19 @@ class Jam:
     after: int = 0
     """The value of time dimension ``dim + 1`` from which the peeled instances run: one past every
     statement's constant there."""
+    start: str | None = None
+    """Where the blocks start (isl text in the outer time dimensions: the loop's lower bound), the block at
+    ``dim`` being its first row's value; ``None``: blocks of multiples of :data:`JAM`, numbered."""
+
+    def block(self) -> str:
+        """isl text of the block of time dimension ``dim``'s value ``t<dim>``."""
+        t = f"t{self.dim}"
+        return f"floor({t}/{JAM})" if self.start is None else f"{self.start} + {JAM}*floor(({t} - ({self.start}))/{JAM})"
+
+    def row(self) -> str:
+        """isl text of the row within its block."""
+        t = f"t{self.dim}"
+        return f"{t} mod {JAM}" if self.start is None else f"({t} - ({self.start})) mod {JAM}"
 
 
 def _sums(loop: For, statements: dict[str, Statement]) -> list[Access]:
@@ -145,12 +162,12 @@ def _jammed_map(schedule: isl.UnionMap, jams: Iterable[Jam], width: int) -> isl.
             out = out.union(um.apply_range(to(ts + ["0"])))
             continue
         d = j.dim
-        block = ts[:d] + [f"floor(t{d}/{JAM})"]
+        block = ts[:d] + [j.block()]
         if j.peeled is not None:
             peeled = um.intersect_domain(j.peeled)
-            out = out.union(peeled.apply_range(to(block + [f"{j.after} + (t{d} mod {JAM})"] + ts[d + 1:])))
+            out = out.union(peeled.apply_range(to(block + [f"{j.after} + ({j.row()})"] + ts[d + 1:])))
             um = um.subtract_domain(j.peeled)
-        out = out.union(um.apply_range(to(block + ts[d + 1:] + [f"t{d} mod {JAM}"])))
+        out = out.union(um.apply_range(to(block + ts[d + 1:] + [j.row()])))
     return out
 
 
@@ -168,6 +185,25 @@ def _constant(schedule: isl.UnionMap, names: frozenset[str], dim: int) -> list[i
             return None
         out.append(int(r.sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()))
     return out
+
+
+def _from_start(schedule: isl.UnionMap, deps: Dependences, jams: list[Jam], jam: Jam, loop: For,
+                width: int) -> Jam:
+    """``jam`` with its blocks starting at ``loop``'s first row where that makes it legal, else ``jam``.
+    Blocks of multiples of :data:`JAM`, numbered, compare wrongly with the values other statements take
+    at the same time dimension: gramschmidt's loop over the columns ``j > k`` shares its dimension with
+    the statements that run at ``j = k`` before it (the column's norm), and numbering the blocks put the
+    first block's sums before that norm.  Blocks that start at the loop's lower bound (an affine expression
+    of the outer counters) keep their first row's value there."""
+    names = {f"c{k}": Var(f"t{k}", "iter") for k in range(loop.dim)}
+    if var_names(loop.lower, "param") or var_names(loop.lower, "scalar") or not var_names(loop.lower, "iter") <= set(names):
+        return jam
+    try:
+        start = to_isl(substitute(loop.lower, names), what="a jammed loop's start")
+    except NotAffineError:
+        return jam
+    trial = replace(jam, start=start)
+    return trial if is_legal(_jammed_map(schedule, [*jams, trial], width), deps) else jam
 
 
 #: A peel is kept while, with every parameter at this value, it holds at most a quarter of the jammed
@@ -190,7 +226,7 @@ def _peel(program: Program, deps: Dependences, schedule: isl.UnionMap, jams: lis
         return None
     peeled = isl.UnionSet.empty(schedule.domain().get_space())
     for _ in range(3):
-        trial = Jam(jam.dim, jam.statements, peeled, max(before) + 1)
+        trial = replace(jam, peeled=peeled, after=max(before) + 1)
         bad = violations(_jammed_map(schedule, [*jams, trial], width), deps)
         if bad.is_empty():
             return trial if _share(program, peeled, jam.statements) <= 0.25 else None
@@ -238,6 +274,8 @@ def jam_chains(program: Program, deps: Dependences, schedule: Schedule, ast: Nod
             continue
         jam = Jam(loop.dim, names)
         if not is_legal(_jammed_map(schedule.map, [*jams, jam], width), deps):
+            jam = _from_start(schedule.map, deps, jams, jam, loop, width)
+        if not is_legal(_jammed_map(schedule.map, [*jams, jam], width), deps):
             peeled = _peel(program, deps, schedule.map, jams, jam, width)
             if peeled is None:
                 log.info("%s: jamming loop c%d over %s fails the legality proof", program.name, loop.dim,
@@ -251,10 +289,11 @@ def jam_chains(program: Program, deps: Dependences, schedule: Schedule, ast: Nod
     decisions = [Decision("schedule", "unroll-and-jam", f"loop c{j.dim}",
                           f"unroll-and-jam: the rows of loop c{j.dim} ({', '.join(sorted(j.statements))}) run "
                           f"{JAM} at a time, their sums' chains of additions interleaved (each sum still in order)"
+                          + ("" if j.start is None else f"; the blocks start at the loop's first row, {j.start}")
                           + ("" if j.peeled is None else f"; the instances that read a result of the same block "
                              f"run after it, in the input order: {j.peeled}"),
                           {"dim": j.dim, "statements": tuple(sorted(j.statements)), "factor": JAM,
-                           "peeled": None if j.peeled is None else str(j.peeled)})
+                           "peeled": None if j.peeled is None else str(j.peeled), "start": j.start})
                  for j in jams]
     for d in decisions:
         log.info("%s: %s", program.name, d)
