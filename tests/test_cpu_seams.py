@@ -27,7 +27,7 @@ def _seams(k) -> list[dict[str, Any]]:
     return [d.data for d in k.decision_records if d.kind == "seams"]
 
 
-def _agree(k, prog: Program, args: dict[str, Any], what: str) -> None:
+def agree(k, prog: Program, args: dict[str, Any], what: str) -> None:
     want = copy_args(args)
     pt.reference(prog, **want)
     k(**args)
@@ -45,7 +45,7 @@ def test_blur_rows_run_in_blocks_per_channel(threads: int) -> None:
     k = pt.compile(kernel.build(), options={"threads": threads, "min_parallel_work": 0})
     assert _seams(k) == [{"outer": "c0", "deferred": ("S1",), "window": 4, "rings": ("tmp",)}]
     for c, h, w in ((1, 40, 21), (3, 70, 37), (2, 9, 8), (4, 100, 5), (5, 33, 19), (1, 17, 300)):
-        _agree(k, kernel.build(), make_args(kernel, {"C": c, "H": h, "W": w}, seed=c * h),
+        agree(k, kernel.build(), make_args(kernel, {"C": c, "H": h, "W": w}, seed=c * h),
                f"C={c} H={h} W={w}, {threads} threads")
 
 
@@ -74,11 +74,11 @@ def test_a_consumer_that_feeds_another_is_not_deferred() -> None:
     loop keeps its channels' region.  Both right."""
     two = pt.compile(_passes(2), options={"threads": 2, "min_parallel_work": 0})
     assert _seams(two) == [{"outer": "c0", "deferred": ("S1",), "window": 2, "rings": ("a1",)}]
-    _agree(two, _passes(2), _passes_args(2, 3, 40, 7), "two passes")
+    agree(two, _passes(2), _passes_args(2, 3, 40, 7), "two passes")
     three = pt.compile(_passes(3), options={"threads": 2, "min_parallel_work": 0})
     assert not _seams(three)
     assert [d.subject for d in three.decision_records if d.kind.startswith("region-")] == ["c0"]
-    _agree(three, _passes(3), _passes_args(3, 3, 40, 7), "three passes")
+    agree(three, _passes(3), _passes_args(3, 3, 40, 7), "three passes")
 
 
 class FusedRowsCpu(CpuTarget):
@@ -120,13 +120,11 @@ def test_an_outermost_sequential_loop_runs_in_blocks(threads: int) -> None:
     for h, w in ((3, 3), (8, 5), (50, 9), (101, 40)):
         args = {"img": rng.standard_normal((h, w)), "tmp": np.zeros((h, w - 2)), "out": np.zeros((h - 2, w - 2)),
                 "H": h, "W": w}
-        _agree(k, prog, args, f"H={h} W={w}, {threads} threads")
+        agree(k, prog, args, f"H={h} W={w}, {threads} threads")
 
 
-@pytest.mark.parametrize("offsets", [(0, 1), (0, 2, 4), (-2, 0, 3), (1, 6), (-5, -1)])
-def test_rows_read_at_other_offsets(offsets: tuple[int, ...]) -> None:
-    """A vertical pass reading the horizontal pass's rows at ``offsets`` (behind, ahead, both): whatever
-    the window Pluto's shift leaves, every block agrees with the reference on 2 and 3 threads."""
+def rows_program(offsets: tuple[int, ...]) -> Program:
+    """A horizontal pass writing ``tmp``'s rows and a vertical one reading them at ``offsets``."""
     lo, hi = min(offsets), max(offsets)
     p = pt.Program("rows", params=["C", "H", "W"])
     p.assume(f"H >= {hi - lo + 1}")
@@ -139,10 +137,22 @@ def test_rows_read_at_other_offsets(offsets: tuple[int, ...]) -> None:
     terms = " + ".join(f"tmp[c, y + {k - lo}, x] * {n + 2}" for n, k in enumerate(offsets))
     with p.loop("c", 0, "C"), p.loop("y", 0, f"H - {hi - lo}"), p.loop("x", 0, "W"):
         p.assign(f"out[c, y, x] = {terms}")
+    return p
+
+
+def rows_args(offsets: tuple[int, ...], c: int, h: int, w: int) -> dict[str, Any]:
+    span = max(offsets) - min(offsets)
+    return {"img": np.arange(c * h * w, dtype=np.float32).reshape(c, h, w) % 11, "tmp": np.zeros((c, h, w), np.float32),
+            "out": np.zeros((c, h - span, w), np.float32), "C": c, "H": h, "W": w}
+
+
+@pytest.mark.parametrize("offsets", [(0, 1), (0, 2, 4), (-2, 0, 3), (1, 6), (-5, -1)])
+def test_rows_read_at_other_offsets(offsets: tuple[int, ...]) -> None:
+    """A vertical pass reading the horizontal pass's rows at ``offsets`` (behind, ahead, both): whatever
+    the window Pluto's shift leaves, every block agrees with the reference on 2 and 3 threads."""
+    p = rows_program(offsets)
     for threads in (2, 3):
         k = pt.compile(p, options={"threads": threads, "min_parallel_work": 0})
         assert [d["deferred"] for d in _seams(k)] == [("S1",)]
         for c, h, w in ((1, 64, 9), (3, 41, 16), (2, 100, 3)):
-            args = {"img": np.arange(c * h * w, dtype=np.float32).reshape(c, h, w) % 11, "tmp": np.zeros((c, h, w), np.float32),
-                    "out": np.zeros((c, h - (hi - lo), w), np.float32), "C": c, "H": h, "W": w}
-            _agree(k, p, args, f"offsets {offsets}, C={c} H={h} W={w}, {threads} threads")
+            agree(k, p, rows_args(offsets, c, h, w), f"offsets {offsets}, C={c} H={h} W={w}, {threads} threads")

@@ -5,14 +5,13 @@ read of a value from before the loop keeps the array out of the ring."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
+from test_cpu_seams import agree, rows_args, rows_program
 
 import polytri as pt
 from polytri.cpu_codegen import cgen
-from polytri.suite import KERNELS, copy_args, make_args
+from polytri.suite import KERNELS, make_args
 
 pytestmark = pytest.mark.cc
 
@@ -27,15 +26,6 @@ def _rings(k) -> list[tuple[str, ...]]:
     return [d.data["rings"] for d in k.decision_records if d.kind == "seams"]
 
 
-def _agree(k, prog: pt.Program, args: dict[str, Any], what: str) -> None:
-    want = copy_args(args)
-    pt.reference(prog, **want)
-    k(**args)
-    for name, v in want.items():
-        if isinstance(v, np.ndarray):
-            np.testing.assert_array_equal(args[name], v, err_msg=f"{name}: {what}")
-
-
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_blur_keeps_tmp_in_a_ring(tiny_cache: None, threads: int) -> None:
     """The suite's blur: ``tmp``'s rows live in the ring and go out with streamed stores; the vertical
@@ -46,7 +36,7 @@ def test_blur_keeps_tmp_in_a_ring(tiny_cache: None, threads: int) -> None:
     assert _rings(k) == [("tmp",)]
     assert "pt__ring_tmp[(y + 4) & 7][x]" in k.source and "free(pt__ring_tmp);" in k.source
     for c, h, w in ((1, 40, 21), (3, 70, 37), (2, 9, 8), (4, 100, 5), (1, 17, 300), (3, 130, 1031)):
-        _agree(k, kernel.build(), make_args(kernel, {"C": c, "H": h, "W": w}, seed=c * h),
+        agree(k, kernel.build(), make_args(kernel, {"C": c, "H": h, "W": w}, seed=c * h),
                f"C={c} H={h} W={w}, {threads} threads")
 
 
@@ -56,34 +46,20 @@ def test_a_ring_too_big_for_the_level_2_cache_is_not_allocated(monkeypatch: pyte
     kernel = KERNELS["blur"]
     k = pt.compile(kernel.build(), options={"threads": 2, "min_parallel_work": 0})
     assert "* 4.0 <= 0.0;" in k.source  # the test of the ring's size, computed once
-    _agree(k, kernel.build(), make_args(kernel, {"C": 3, "H": 64, "W": 40}, seed=1), "no ring")
+    agree(k, kernel.build(), make_args(kernel, {"C": 3, "H": 64, "W": 40}, seed=1), "no ring")
 
 
 @pytest.mark.parametrize("offsets", [(0, 1), (0, 2, 4), (-2, 0, 3), (-5, -1), (0, 9)])
 def test_rows_read_at_other_offsets_from_the_ring(tiny_cache: None, offsets: tuple[int, ...]) -> None:
     """A vertical pass reading the horizontal pass's rows at ``offsets``: the ring holds the rows of the
     window and one more, rounded up to a power of two (2 rows for a window of 1, 16 for 9)."""
-    lo, hi = min(offsets), max(offsets)
-    p = pt.Program("rows", params=["C", "H", "W"])
-    p.assume(f"H >= {hi - lo + 1}")
-    p.assume("W >= 1")
-    p.array("img", ("C", "H", "W"), "float32")
-    p.array("tmp", ("C", "H", "W"), "float32")
-    p.array("out", ("C", f"H - {hi - lo}", "W"), "float32")
-    with p.loop("c", 0, "C"), p.loop("y", 0, "H"), p.loop("x", 0, "W"):
-        p.assign("tmp[c, y, x] = img[c, y, x] * 3 - 1")
-    terms = " + ".join(f"tmp[c, y + {k - lo}, x] * {n + 2}" for n, k in enumerate(offsets))
-    with p.loop("c", 0, "C"), p.loop("y", 0, f"H - {hi - lo}"), p.loop("x", 0, "W"):
-        p.assign(f"out[c, y, x] = {terms}")
+    p = rows_program(offsets)
     k = pt.compile(p, options={"threads": 2, "min_parallel_work": 0})
     assert _rings(k) == [("tmp",)]
     window = next(d.data["window"] for d in k.decision_records if d.kind == "seams")
-    assert window == hi - lo and f"& {(1 << window.bit_length()) - 1}]" in k.source
+    assert window == max(offsets) - min(offsets) and f"& {(1 << window.bit_length()) - 1}]" in k.source
     for c, h, w in ((1, 64, 9), (3, 41, 16), (2, 100, 3)):
-        args = {"img": np.arange(c * h * w, dtype=np.float32).reshape(c, h, w) % 11,
-                "tmp": np.zeros((c, h, w), np.float32), "out": np.zeros((c, h - (hi - lo), w), np.float32),
-                "C": c, "H": h, "W": w}
-        _agree(k, p, args, f"offsets {offsets}, C={c} H={h} W={w}")
+        agree(k, p, rows_args(offsets, c, h, w), f"offsets {offsets}, C={c} H={h} W={w}")
 
 
 def test_a_row_from_before_the_loop_keeps_the_array_out_of_the_ring(tiny_cache: None) -> None:
@@ -107,4 +83,4 @@ def test_a_row_from_before_the_loop_keeps_the_array_out_of_the_ring(tiny_cache: 
         args = {"img": np.arange(c * h * w, dtype=np.float32).reshape(c, h, w) % 7,
                 "tmp": np.full((c, h, w), 5, np.float32), "out": np.zeros((c, h - 1, w), np.float32),
                 "C": c, "H": h, "W": w}
-        _agree(k, p, args, f"C={c} H={h} W={w}")
+        agree(k, p, args, f"C={c} H={h} W={w}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from ..ir.program import Program, Statement
 from ..ir.types import Typer
-from ..schedule.loop_ast import Block, For, If, Node, run_counts
+from ..schedule.loop_ast import Block, For, If, Node, run_counts, walk
 from .contraction import find_contraction, find_domain_contraction
 from .contraction_fusion import epilogue_iterators, zero_init_fuses
 from .contraction_model import Contraction, few_columns
@@ -141,23 +141,7 @@ def kernel_statements(ast: Node, program: Program, typer: Typer, *, simd: bool) 
     absorb (:func:`plan_nests`)."""
     plan = plan_nests(ast, program, typer, microkernel=True, simd=simd)
     roots = set(plan.contractions) | set(plan.absorbed)
-    names: set[str] = set()
-
-    def visit(n: Node) -> None:
-        if id(n) in roots:
-            names.update(run_counts(n))
-        elif isinstance(n, Block):
-            for c in n.body:
-                visit(c)
-        elif isinstance(n, If):
-            visit(n.then)
-            if n.orelse is not None:
-                visit(n.orelse)
-        elif isinstance(n, For):
-            visit(n.body)
-
-    visit(ast)
-    return frozenset(names)
+    return frozenset(s for n in walk(ast) if id(n) in roots for s in run_counts(n))
 
 
 def plan_nests(ast: Node, program: Program, typer: Typer, *, microkernel: bool, simd: bool) -> NestPlan:
