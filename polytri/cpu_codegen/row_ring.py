@@ -57,8 +57,6 @@ class RowRing:
     array: str
     producer: str
     """The one statement of the loop that writes the array."""
-    loop: str
-    """The innermost loop's counter whose iterations write one row's consecutive elements."""
     row: int
     """The subscript that advances with the blocked loop."""
     rows: int
@@ -166,7 +164,7 @@ def find_rings(program: Program, deps: Dependences, schedule: isl.UnionMap, root
             written = loop_work(root, _bytes_of(st.name, size))
             if written.terms is None:
                 continue
-            found.append(RowRing(array, st.name, inner.var, row, rows, program.array(array).shape[-1],
+            found.append(RowRing(array, st.name, row, rows, program.array(array).shape[-1],
                                  dtypes.dtype(program.array(array).dtype).c_type, size,
                                  Work(tuple(t for t in written.terms if t.weight))))
     return tuple(found)
