@@ -41,7 +41,8 @@ def test_blur_keeps_tmp_in_a_ring(tiny_cache: None, threads: int) -> None:
 
 
 def test_a_ring_too_big_for_the_level_2_cache_is_not_allocated(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no level-2 cache to hold it, the ring is not allocated and the blocks store to ``tmp``."""
+    """With no level-2 cache to hold it, the ring's test of its size compares with 0 bytes (computed once)
+    and the blocks, storing to ``tmp``, compute right.  Which path ran is not observed from Python."""
     monkeypatch.setattr(cgen, "cache_sizes", lambda: {1: 32 << 10, 2: 0, 3: 0})
     kernel = KERNELS["blur"]
     k = pt.compile(kernel.build(), options={"threads": 2, "min_parallel_work": 0})

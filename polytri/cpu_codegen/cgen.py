@@ -366,7 +366,7 @@ class _Printer:
         array (:mod:`.row_ring`), under the producer's guards in the loop.  Where a streamed store's loop
         runs the producer's loop first, the copy follows it, while the row is in the level-1 cache (after
         the streamed loop, blur ran 4.3-4.7 ms instead of 4.1-4.2 on two threads, 6.8-7.2 instead of
-        6.5-6.7 on one; best of 11 in a C harness, three runs)."""
+        6.5-6.7 on one; best of 11 in a C harness, three runs, load below 0.5)."""
         for run, guard in body_runs(n) or ():
             st = self.stmts[run.statement]
             if (ring := self.ringed.get(st.target.array)) is not None and (upper := loop_upper(n)) is not None:

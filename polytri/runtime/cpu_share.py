@@ -128,7 +128,6 @@ class CpuShare:
         self._lock = threading.Lock()
         self._last: tuple[float, float, StatSample, float] | None = None
         """(wall clock, own CPU seconds, machine sample, ended children's CPU seconds) of the last reading."""
-        self._threads = 0
         self._decided = (float("-inf"), 0)
         """(wall clock, threads) of the last decision, read without the lock (one tuple, replaced whole)."""
 
@@ -141,6 +140,9 @@ class CpuShare:
         if now - decided_at < WINDOW:
             return threads
         with self._lock:
+            decided_at, threads = self._decided  # another thread may have decided while this one waited
+            if now - decided_at < WINDOW:
+                return threads
             threads = 0 if self._env() else self._measure(now)
             self._decided = (now, threads)
             return threads
@@ -160,10 +162,10 @@ class CpuShare:
             others = (sample.busy - sample0.busy) - (own - own0)
             busy = round(max(others, 0.0) / (now - wall0))
         threads = max(1, cores - busy)
-        if threads != self._threads:
+        if threads != self._decided[1]:
             log.debug("CPU kernels use %d of %d cores: %d busy with other processes", threads, cores,
                       cores - threads)
-        self._last, self._threads = (now, own, sample, children), threads
+        self._last = (now, own, sample, children)
         return threads
 
 

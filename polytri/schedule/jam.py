@@ -188,8 +188,8 @@ def _constant(schedule: isl.UnionMap, names: frozenset[str], dim: int) -> list[i
 
 
 def _from_start(schedule: isl.UnionMap, deps: Dependences, jams: list[Jam], jam: Jam, loop: For,
-                width: int) -> Jam:
-    """``jam`` with its blocks starting at ``loop``'s first row where that makes it legal, else ``jam``.
+                width: int) -> Jam | None:
+    """``jam`` with its blocks starting at ``loop``'s first row where that makes it legal, else ``None``.
     Blocks of multiples of :data:`JAM`, numbered, compare wrongly with the values other statements take
     at the same time dimension: gramschmidt's loop over the columns ``j > k`` shares its dimension with
     the statements that run at ``j = k`` before it (the column's norm), and numbering the blocks put the
@@ -197,13 +197,13 @@ def _from_start(schedule: isl.UnionMap, deps: Dependences, jams: list[Jam], jam:
     of the outer counters) keep their first row's value there."""
     names = {f"c{k}": Var(f"t{k}", "iter") for k in range(loop.dim)}
     if var_names(loop.lower, "param") or var_names(loop.lower, "scalar") or not var_names(loop.lower, "iter") <= set(names):
-        return jam
+        return None
     try:
         start = to_isl(substitute(loop.lower, names), what="a jammed loop's start")
     except NotAffineError:
-        return jam
+        return None
     trial = replace(jam, start=start)
-    return trial if is_legal(_jammed_map(schedule, [*jams, trial], width), deps) else jam
+    return trial if is_legal(_jammed_map(schedule, [*jams, trial], width), deps) else None
 
 
 #: A peel is kept while, with every parameter at this value, it holds at most a quarter of the jammed
@@ -274,14 +274,13 @@ def jam_chains(program: Program, deps: Dependences, schedule: Schedule, ast: Nod
             continue
         jam = Jam(loop.dim, names)
         if not is_legal(_jammed_map(schedule.map, [*jams, jam], width), deps):
-            jam = _from_start(schedule.map, deps, jams, jam, loop, width)
-        if not is_legal(_jammed_map(schedule.map, [*jams, jam], width), deps):
-            peeled = _peel(program, deps, schedule.map, jams, jam, width)
-            if peeled is None:
+            mended = _from_start(schedule.map, deps, jams, jam, loop, width) or _peel(program, deps, schedule.map,
+                                                                                     jams, jam, width)
+            if mended is None:
                 log.info("%s: jamming loop c%d over %s fails the legality proof", program.name, loop.dim,
                          sorted(names))
                 continue
-            jam = peeled
+            jam = mended
         jams.append(jam)
     if not jams:
         return schedule, ast, []
