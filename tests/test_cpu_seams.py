@@ -43,7 +43,7 @@ def test_blur_rows_run_in_blocks_per_channel(threads: int) -> None:
     channels that the team divides (one block each), channels it does not, rows too few for two blocks."""
     kernel = KERNELS["blur"]
     k = pt.compile(kernel.build(), options={"threads": threads, "min_parallel_work": 0})
-    assert _seams(k) == [{"outer": "c0", "deferred": ("S1",), "window": 4, "rings": ("tmp",)}]
+    assert _seams(k) == [{"outer": "c0", "deferred": ("S1",), "window": 4, "rings": ("tmp",), "ahead": ("img",)}]
     for c, h, w in ((1, 40, 21), (3, 70, 37), (2, 9, 8), (4, 100, 5), (5, 33, 19), (1, 17, 300)):
         agree(k, kernel.build(), make_args(kernel, {"C": c, "H": h, "W": w}, seed=c * h),
                f"C={c} H={h} W={w}, {threads} threads")
@@ -73,7 +73,7 @@ def test_a_consumer_that_feeds_another_is_not_deferred() -> None:
     middle one reads rows ahead and is read rows later, so no statement may wait for the barrier; the
     loop keeps its channels' region.  Both right."""
     two = pt.compile(_passes(2), options={"threads": 2, "min_parallel_work": 0})
-    assert _seams(two) == [{"outer": "c0", "deferred": ("S1",), "window": 2, "rings": ("a1",)}]
+    assert _seams(two) == [{"outer": "c0", "deferred": ("S1",), "window": 2, "rings": ("a1",), "ahead": ("a0",)}]
     agree(two, _passes(2), _passes_args(2, 3, 40, 7), "two passes")
     three = pt.compile(_passes(3), options={"threads": 2, "min_parallel_work": 0})
     assert not _seams(three)
@@ -114,7 +114,7 @@ def test_an_outermost_sequential_loop_runs_in_blocks(threads: int) -> None:
     register_target(FusedRowsCpu("cpu-fused-rows"))
     prog = _image_filter()
     k = pt.compile(prog, target="cpu-fused-rows", options={"threads": threads, "min_parallel_work": 0})
-    assert _seams(k) == [{"outer": None, "deferred": ("S1",), "window": 2, "rings": ("tmp",)}]
+    assert _seams(k) == [{"outer": None, "deferred": ("S1",), "window": 2, "rings": ("tmp",), "ahead": ("img",)}]
     assert [d.subject for d in k.decision_records if d.kind.startswith("region-")] == ["c0"]
     rng = np.random.default_rng(threads)
     for h, w in ((3, 3), (8, 5), (50, 9), (101, 40)):

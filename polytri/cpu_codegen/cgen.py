@@ -41,10 +41,10 @@ from .packing import nest_lines
 from .parallel_plan import MIN_WORK, RegionChoice, Split, choose_region, work_text
 from .prelude import prelude
 from .private import local_name, private_arrays
-from .row_ring import RowRing, ring_lines, ring_ref
+from .row_ring import RowRing, copy_lines, next_rows, ring_lines, ring_ref
 from .scalar_promotion import Held, Key, element_key, held_elements, holding_lines, invariant_reads
 from .seams import Seams, block_lines, only_loop, parts_lines
-from .streaming import StreamedStore, body_runs, chunk_start, run_target, stream_buffer, streamed_stores
+from .streaming import StreamedStore, chunk_start, stream_buffer, streamed_stores
 from .support import support_code
 
 
@@ -84,6 +84,8 @@ class _Printer:
         """The loops printed in blocks, in order."""
         self.ringed: dict[str, RowRing] = {}
         """The arrays whose rows the block being printed keeps in a ring (:mod:`.row_ring`), by name."""
+        self.ring_loop: For | None = None
+        """The loop of those rings being printed, whose next row a streamed loop's chunks fetch (:mod:`.row_ahead`)."""
         self.held: dict[Key, str] = {}
         """The elements the loop being printed holds in C locals (:mod:`.scalar_promotion`), by key."""
         self.env: dict[str, Expr] = {}
@@ -233,7 +235,7 @@ class _Printer:
             self.emit(depth, line)
 
     def plain_loop(self, n: For, depth: int, in_parallel: bool, local: dict[str, int] | None = None,
-                   fence: bool = False) -> None:
+                   fence: bool = False, copy: bool = True) -> None:
         """The ``for`` statement itself, without pragmas; ``local`` arrays get a buffer in its body.  With
         ``fence``, an iteration that ran streamed stores (:mod:`.streaming`) ends with
         ``pt__stream_fence()``: the loops whose iterations a thread runs before a barrier (a
@@ -251,14 +253,16 @@ class _Printer:
             self.private = outer | local
             self.localized |= set(local)
         self.counters.append(n.var)
-        streamed = len(self.streamed)
+        streamed, ring_loop = len(self.streamed), self.ring_loop
+        if any(r.loop == n.var for r in self.ringed.values()):
+            self.ring_loop = n
         self.node(n.body, depth + 1, in_parallel)
         if fence and len(self.streamed) > streamed:
             self.emit(depth + 1, "pt__stream_fence();")
         self.counters.pop()
-        self.private = outer
+        self.private, self.ring_loop = outer, ring_loop
         self.emit(depth, "}")
-        if self.ringed and n.innermost:
+        if self.ringed and n.innermost and copy:
             self.copy_rows(n, depth)
 
     def streamed_loop(self, n: For, depth: int, in_parallel: bool, stores: tuple[StreamedStore, ...]) -> None:
@@ -274,11 +278,15 @@ class _Printer:
         assert streamed is not None
         written = " + ".join(work_text(s.written) for s in stores)
         self.emit(depth, f"if ({self.test(f'pt__stream_pays({written})')}) {{")
-        if rest is not None:
+        if rest is not None:  # a ring's rows are copied out chunk by chunk below (copy_rows)
             self.emit(depth + 1, "#pragma omp simd")
-            self.plain_loop(replace(n, body=rest), depth + 1, in_parallel)
+            self.plain_loop(replace(n, body=rest), depth + 1, in_parallel, copy=False)
         self.emit(depth + 1, f"for (int64_t pt__s = {index_expr(n.lower).text}; pt__s < {end}; pt__s += {chunk}) {{")
         self.emit(depth + 2, f"const int64_t pt__e = pt__min_int64_t(pt__s + {chunk}, {end});")
+        for line in next_rows(self.ringed.values(), self.ring_loop, self.global_ref, lambda a: a in self.private):
+            self.emit(depth + 2, line)
+        if rest is not None:
+            self.copy_rows(replace(n, body=rest), depth + 2, (Var("pt__s", "iter"), Var("pt__e", "iter")))
         for s in stores:
             c_type = dtypes.dtype(self.p.array(s.array).dtype).c_type
             self.emit(depth + 2, f"{c_type} {stream_buffer(s)}[{chunk}] __attribute__((aligned(64)));")
@@ -361,19 +369,11 @@ class _Printer:
             self.emit(depth, "#pragma omp simd")
         self.plain_loop(n, depth, in_parallel=True, fence=fence)
 
-    def copy_rows(self, n: For, depth: int) -> None:
-        """After an innermost loop running a ring's producer, the row it wrote streamed from the ring to the
-        array (:mod:`.row_ring`), under the producer's guards in the loop.  Where a streamed store's loop
-        runs the producer's loop first, the copy follows it, while the row is in the level-1 cache (after
-        the streamed loop, blur ran 4.3-4.7 ms instead of 4.1-4.2 on two threads, 6.8-7.2 instead of
-        6.5-6.7 on one; best of 11 in a C harness, three runs, load below 0.5)."""
-        for run, guard in body_runs(n) or ():
-            st = self.stmts[run.statement]
-            if (ring := self.ringed.get(st.target.array)) is not None and (upper := loop_upper(n)) is not None:
-                first = Access(st.target.array, tuple(substitute(e, {n.var: n.lower}) for e in run_target(st, run).index))
-                copy = (f"pt__stream(&{self.global_ref(first)}, &{self.array_ref(first).text}, "
-                        f"pt__max_int64_t({index_expr(Binary('-', upper, n.lower)).text}, 0) * {ring.itemsize});")
-                self.emit(depth, copy if guard is None else f"if ({index_expr(guard).text}) {copy}")
+    def copy_rows(self, n: For, depth: int, chunk: tuple[Expr, Expr] | None = None) -> None:
+        """After ``n``, an innermost loop running a ring's producer, the row it wrote copied out, or the
+        columns of ``chunk`` of it in a streamed loop's chunk (:func:`.row_ring.copy_lines`)."""
+        for line in copy_lines(n, self.stmts, self.ringed, chunk, self.global_ref, lambda a: self.array_ref(a).text):
+            self.emit(depth, line)
 
     def ringing(self, seams: Seams, depth: int, body: Callable[[int, bool], None]) -> None:
         """``body(depth, ringed)`` once with the rings of ``seams`` (:mod:`.row_ring`) where they were

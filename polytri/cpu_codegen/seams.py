@@ -77,7 +77,8 @@ class Seams:
             text += "; where the arrays outgrow the last-level cache, " + "; ".join(r.text() for r in self.rings)
         return Decision("codegen", "seams", self.loop, text,
                         {"outer": self.outer, "deferred": self.deferred, "window": self.window,
-                         "rings": tuple(r.array for r in self.rings)})
+                         "rings": tuple(r.array for r in self.rings),
+                         "ahead": tuple(dict.fromkeys(a.array for r in self.rings if r.ahead for a in r.ahead.reads))})
 
 
 def only_loop(n: Node) -> For | None:
