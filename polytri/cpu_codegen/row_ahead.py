@@ -32,7 +32,7 @@ from ..ir.affine import linear
 from ..ir.expr import Access, Binary, Const, Expr, Var, substitute, var_names
 from ..ir.indirect import is_indirect_subscript
 from ..ir.program import Statement
-from ..schedule.loop_ast import Block, For, Node, Run, loop_upper, walk
+from ..schedule.loop_ast import Block, For, Node, Run, counters_within, loop_upper
 from .c_signature import vla_bound
 from .cexpr import index_expr
 
@@ -84,15 +84,11 @@ def _directly_in(seq: For, inner: For) -> bool:
     return visit(seq.body)
 
 
-def _counters(loop: For) -> set[str]:
-    return {loop.var} | {n.var for n in walk(loop.body) if isinstance(n, For)}
-
-
 def find_ahead(producer: Statement, run: Run, seq: For, inner: For, itemsize: Callable[[str], int]) -> RowAhead | None:
     """The next-row reads of ``producer`` (run as ``run`` in ``inner``, unguarded) in the ring loop
     ``seq``, or ``None`` where there are none to fetch; ``itemsize`` gives an array's element size."""
     upper = loop_upper(inner)
-    inside = _counters(seq)
+    inside = counters_within(seq)
     if (upper is None or inner.step != 1 or not _directly_in(seq, inner)
             or (var_names(inner.lower, "iter") | var_names(upper, "iter")) & inside):
         return None

@@ -43,7 +43,7 @@ from ..ir.indirect import is_indirect_subscript
 from ..ir.islutil import maps
 from ..ir.program import Program, Statement
 from ..schedule.dependences import Dependences
-from ..schedule.loop_ast import For, Run, loop_upper, walk
+from ..schedule.loop_ast import For, Run, counters_within, loop_upper, walk
 from ..schedule.loop_work import Work, loop_work
 from ..schedule.schedule import time_dependences, within_loop
 from ..schedule.tiling import cache_sizes
@@ -88,16 +88,11 @@ class RowRing:
                 f"copied out with non-temporal stores{fetched}")
 
 
-def _counters(loop: For) -> set[str]:
-    """The counters of ``loop`` and of every loop inside it."""
-    return {loop.var} | {n.var for n in walk(loop.body) if isinstance(n, For)}
-
-
 def _row(target: Access, seq: For, inner: For) -> int | None:
     """The subscript of ``target`` that is ``seq``'s counter plus terms of the loops around it, where its
     last is ``inner``'s counter plus terms free of it and every other is free of the counters of ``seq``
     and of the loops inside it; else ``None``."""
-    inside = _counters(seq)
+    inside = counters_within(seq)
     *head, last = target.index
     form = linear(last)
     if not head or form is None or form[0].get(inner.var) != 1:

@@ -317,6 +317,11 @@ def walk(n: Node):
             yield from walk(n.orelse)
 
 
+def counters_within(loop: For) -> set[str]:
+    """The counters of ``loop`` and of every loop inside it."""
+    return {loop.var} | {n.var for n in walk(loop.body) if isinstance(n, For)}
+
+
 def outermost_loops(n: Node) -> list[For]:
     """The loops of the AST ``n`` that no loop encloses, in order."""
     if isinstance(n, For):
