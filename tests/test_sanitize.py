@@ -222,3 +222,33 @@ def test_bfloat16_tiles_are_clean_under_sanitizers() -> None:
     """The tiles' panels (runs of 32 values of k, padded with zeros) and their fallback stay within bounds."""
     proc = sanitized(_TILES)
     assert proc.returncode == 0 and "tiles ok" in proc.stdout, proc.stderr[-4000:]
+
+
+_RING = """
+import numpy as np
+import polytri as pt
+from polytri.cpu_codegen import cgen
+from polytri.suite import KERNELS, copy_args, make_args
+cgen.cache_sizes = lambda: {1: 32 << 10, 2: 1 << 20, 3: 0}   # every ring allocated, the next row fetched
+kernel = KERNELS["blur"]
+for threads in (1, 2, 3):
+    k = pt.compile(kernel.build(), options={"threads": threads, "min_parallel_work": 0})
+    assert "pt__ring_tmp" in k.source and "__builtin_prefetch(&img[" in k.source, "no ring or no fetch"
+    for c, h, w in ((1, 40, 21), (3, 70, 37), (2, 9, 8), (1, 17, 300)):
+        args = make_args(kernel, {"C": c, "H": h, "W": w}, seed=h)
+        want = copy_args(args)
+        pt.reference(kernel.build(), **want)
+        k(**args)
+        for n, v in want.items():
+            if isinstance(v, np.ndarray):
+                np.testing.assert_array_equal(args[n], v, err_msg=f"{n}: C={c} H={h} W={w}, {threads} threads")
+print("finished")
+"""
+
+
+@needs_asan
+def test_blur_with_its_ring_and_the_next_row_fetched_is_clean_under_sanitizers() -> None:
+    """The ring of rows (``row_ring.py``), its chunked copy-out and the prefetch of the next row
+    (``row_ahead.py``) take the thresholds' small-array path: the pointers they form stay in bounds."""
+    proc = sanitized(_RING)
+    assert proc.returncode == 0 and "finished" in proc.stdout, proc.stderr[-4000:]
