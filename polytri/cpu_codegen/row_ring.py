@@ -223,7 +223,7 @@ def copy_lines(n: For, statements: Mapping[str, Statement], rings: Mapping[str, 
     Where a streamed store's loop runs the producer's loop first, the printer copies the row chunk by
     chunk in the streamed loop, spreading the stores over its arithmetic; in a loop of its own it goes
     out right after the producer's loop, while it is in the level-1 cache (blur at LARGE on two threads
-    ran 3.4-3.5 ms against 3.7-3.8 with the row copied after the producer's loop, the next row fetched
+    ran 3.4-3.5 ms against 3.7-3.9 with the row copied after the producer's loop, the next row fetched
     ahead either way; 4.1-4.2 before either; on one thread 4.4-4.6 against 5.3 and 6.3; C harness, fresh
     copies of the arrays at each call, median of 31, twice, load below 0.5)."""
     lines = []
