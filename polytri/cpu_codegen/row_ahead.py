@@ -26,7 +26,7 @@ half the level-1 cache (tested in the sizes of the call); a prefetch changes no 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..ir.affine import linear
 from ..ir.expr import Access, Binary, Const, Expr, Var, substitute, var_names
@@ -55,9 +55,6 @@ class AheadRead:
 class RowAhead:
     """What a ring's producer reads in the next iteration of the ring's loop."""
 
-    loop: str
-    """The ring's loop's counter."""
-    step: int
     lower: Expr
     """The producer's innermost loop: its first column and the bound its counter stays below."""
     upper: Expr
@@ -111,7 +108,7 @@ def find_ahead(producer: Statement, run: Run, seq: For, inner: For, itemsize: Ca
     # rows the current iteration reads too are in the cache already
     reads = tuple(AheadRead(array, head, min(offs), max(offs) - min(offs), itemsize(array))
                   for (array, key), (head, offs) in rows.items() if (array, key) not in now)
-    return RowAhead(seq.var, seq.step, inner.lower, upper, reads) if reads else None
+    return RowAhead(inner.lower, upper, reads) if reads else None
 
 
 def ahead_lines(ahead: RowAhead, next_in_loop: str, lower: str, upper: str, ref: Callable[[Access], str],
@@ -123,7 +120,7 @@ def ahead_lines(ahead: RowAhead, next_in_loop: str, lower: str, upper: str, ref:
     if not reads:
         return []
     lo, hi = index_expr(ahead.lower).text, index_expr(ahead.upper).text
-    fits = f"{RowAhead(ahead.loop, ahead.step, ahead.lower, ahead.upper, tuple(reads)).bytes()} <= {float(l1_bytes // 2)!r}"
+    fits = f"{replace(ahead, reads=tuple(reads)).bytes()} <= {float(l1_bytes // 2)!r}"
     lines = [f"if ({next_in_loop} && {lo} < {hi} && {fits}) {{"]
     for r in reads:
         line = max(64 // r.itemsize, 1)
