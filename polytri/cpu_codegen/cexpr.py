@@ -251,8 +251,8 @@ class CExprPrinter:
         suffix = "f" if d.c_compute == "float" else ""
         if f == "sigmoid":
             return self.rnd(d, call(f"pt__sigmoid_{'f32' if suffix else 'f64'}", x))
-        if f == "exp" and suffix:  # the prelude's: glibc's vector expf is slow on large |x| (prelude.py)
-            return self.rnd(d, call("pt__expf", x))
+        if f in ("exp", "erf") and suffix:  # the prelude's, faster than glibc's vector functions (prelude.py)
+            return self.rnd(d, call(f"pt__{f}f", x))
         name = {"abs": "fabs", "floor": "floor", "ceil": "ceil", "round": "nearbyint", "exp": "exp", "log": "log", "sqrt": "sqrt",
                 "tanh": "tanh", "erf": "erf"}[f]
         return self.rnd(d, call(name + suffix, x))

@@ -127,6 +127,37 @@ PT_HELPER float pt__expf(float x) {
   const float y = p * s1 * s2;
   return x != x ? x : y;
 }
+/* erf(x) in float in straight-line code that gcc vectorizes (glibc's vector erff took 0.36 ns an element
+   on Zen 5, this 0.23 ns): with a = min(|x|, 4), below 1 the odd polynomial a * P(a^2) (degree 6 in a^2),
+   from 1 on 1 - N(u) / D(u) with u = a - 2.5 (degrees 6 and 5: erfc on [1, 4] centred, so the terms do not
+   cancel), both fitted here by iterated weighted least squares for the least maximal error.  Every
+   positive float checked against erf in double: at most 2.78 ulp (at 1.0018); 1 from 3.92 on, where erf
+   rounds to 1; odd by copysign; a NaN is returned as it came. */
+PT_HELPER float pt__erff(float x) {
+  const float b = fabsf(x), a = b < 4.0f ? b : 4.0f, s = a * a, u = a - 2.5f;
+  float p = 7.85151497e-05f;
+  p = fmaf(p, s, -0.000800946378f);
+  p = fmaf(p, s, 0.00518824207f);
+  p = fmaf(p, s, -0.0268537644f);
+  p = fmaf(p, s, 0.112835839f);
+  p = fmaf(p, s, -0.37612626f);
+  p = fmaf(p, s, 1.12837911f);
+  float n = 9.59224199e-05f;
+  n = fmaf(n, u, -0.00063229521f);
+  n = fmaf(n, u, 0.00181691232f);
+  n = fmaf(n, u, -0.00295713474f);
+  n = fmaf(n, u, 0.00290076714f);
+  n = fmaf(n, u, -0.00162818644f);
+  n = fmaf(n, u, 0.000406930892f);
+  float d = 0.00940769911f;
+  d = fmaf(d, u, 0.0954106525f);
+  d = fmaf(d, u, 0.404994965f);
+  d = fmaf(d, u, 0.978477657f);
+  d = fmaf(d, u, 1.35152912f);
+  d = fmaf(d, u, 1.0f);
+  const float r = a < 1.0f ? a * p : b < 3.92f ? 1.0f - n / d : 1.0f;
+  return x != x ? x : copysignf(r, x);
+}
 PT_HELPER float pt__sigmoid_f32(float x) { return 1.0f / (1.0f + pt__expf(-x)); }
 PT_HELPER double pt__sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
 
