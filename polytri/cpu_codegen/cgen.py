@@ -570,7 +570,8 @@ def generate_c(program: Program, ast: Node, *, function: str, options: CodegenOp
     pr = _Printer(program, options, function)
     pr.seams = dict(seams or {})
     pr.runs = run_counts(ast)
-    pr.plan = plan_nests(ast, program, pr.exprs.t, microkernel=options.microkernel, simd=options.simd)
+    pr.plan = plan_nests(ast, program, pr.exprs.t, microkernel=options.microkernel, simd=options.simd,
+                         scratch=options.scratch)
     if options.simd:
         pr.streams = {k: v for root in outermost_loops(ast) for k, v in streamed_stores(root, program).items()}
     if isinstance(ast, If) and ast.orelse is not None:

@@ -44,7 +44,7 @@ from ..ir.program import Program, Statement, params_prefix
 from ..ir.types import Typer
 from ..schedule.loop_ast import Block, For, Node, Run, isl_expr, loop_upper
 from .blocking import WHOLE_L_BYTES, Blocking, blocking, vector_bytes
-from .contraction_fusion import epilogue_iterators, read_back_by_epilogues, zero_init_fuses
+from .contraction_fusion import epilogue_iterators, kept_in_tiles, zero_init_fuses
 from .contraction_model import Contraction, describe
 from .dot_product import integer_dot
 from .microkernel import micro_kernel
@@ -362,4 +362,4 @@ def _triangle_columns(st: Statement, program: Program, form: ContractionForm, bo
 
 __all__ = ["WHOLE_L_BYTES", "Blocking", "Contraction", "blocking", "contraction_lines", "describe",
            "epilogue_iterators", "find_contraction", "find_domain_contraction", "micro_kernel",
-           "read_back_by_epilogues", "vector_bytes", "zero_init_fuses"]
+           "kept_in_tiles", "vector_bytes", "zero_init_fuses"]

@@ -1,9 +1,12 @@
 """Statements folded into a packed contraction nest (:mod:`.contraction`): a zero init just before it, an
-elementwise epilogue just after it, and the targets that only such an epilogue reads back.
+elementwise epilogue just after it, and the targets that the nest then never stores.
 
-Both are legality questions answered with isl on the statements' domains and accesses: the nest may
-zero its target itself when the init zeroes exactly what it computes, and may run an epilogue on each
-register block when the epilogue's instances are exactly the elements the nest writes.
+The first two are legality questions answered with isl on the statements' domains and accesses: the
+nest may zero its target itself when the init zeroes exactly what it computes, and may run an epilogue
+on each register block when the epilogue's instances map one to one onto the elements the nest writes
+(read directly, or through a view of the target: isl inverts the epilogue's subscripts).  The third is
+a question of profit: the epilogue is folded in only where each block can be summed in a tile of its
+own that the epilogue reads, so that the target is never stored (:func:`keeps_target_local`).
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ import islpy as isl
 
 from ..errors import NotAffineError
 from ..ir.affine import const_value, to_isl
-from ..ir.expr import Const, Expr, Var, accesses
-from ..ir.program import Program, Statement
+from ..ir.expr import Const, Expr, Var, accesses, substitute
+from ..ir.program import Program, Statement, params_prefix
+from ..schedule.loop_ast import isl_expr
 from .contraction_model import Contraction
+from .dot_product import dot_blocking
 
 
 def zero_init_fuses(init: Statement, c: Contraction, program: Program) -> bool:
@@ -40,25 +45,87 @@ def zero_init_fuses(init: Statement, c: Contraction, program: Program) -> bool:
     return bool(written.is_equal(zeroed))
 
 
-def epilogue_iterators(e: Statement, c: Contraction, program: Program) -> tuple[tuple[str, str], ...] | None:
+def epilogue_iterators(e: Statement, c: Contraction, program: Program) -> tuple[tuple[str, Expr], ...] | None:
     """Whether the statement ``e``, run just after the nest ``c`` and nowhere else, can run on each element
     of the target as soon as the nest completes its sum (:attr:`Contraction.epilogue`); if so, each of
-    ``e``'s iterators and the target subscript's iterator it equals.  Conditions: ``e`` reads the target
-    (at least once) and writes it only at one index whose subscripts are ``e``'s iterators, one each, in
-    the places of the target's rows, columns and batch iterators (its constant subscripts equal); ``e``
-    writes no array the nest reads and reads no other element of its own target; and its instances are
-    exactly the elements of the nest's box, which the nest all writes (isl): every register block then
-    runs ``e`` on all of its elements, and nothing else runs ``e``."""
+    ``e``'s iterators as an expression of the iterators of the nest's target subscripts.  Conditions:
+    ``e`` reads the target (at least once) and writes it only at one index, whose subscripts in the
+    places of the target's rows, columns and batch iterators are affine in ``e``'s iterators (its constant
+    subscripts equal); ``e`` writes no array the nest reads, reads no other element of its own target,
+    and writes a distinct element at each instance; and the index maps its instances one to one onto the
+    elements of the nest's box, which the nest all writes (isl): every register block then runs ``e`` on
+    all of its elements, and nothing else runs ``e``.  Where those subscripts are ``e``'s iterators, one
+    each, each iterator is the nest's; elsewhere (a product read through a view: ``C[128 * i0 + i1, j]``
+    in a statement over ``[i0, i1, j]``) isl inverts the index on ``e``'s domain (``i0 = r // 128, i1 =
+    r % 128``)."""
     if c.fixed or c.columns is not None:
         return None  # a triangle computes part of its box: the checks below compare with the whole box
     tgt = c.statement.target
     at = _target_index(e, tgt.array)
-    if at is None or not _apart_from_nest(e, c.statement):
+    if at is None or not _apart_from_nest(e, c.statement) or not _writes_one_each(e, program):
         return None
     pairs = _subscript_pairs(tgt.index, at)
-    if pairs is None or not _one_iterator_each(pairs, e, c):
+    if pairs is None:
+        return _through_view(e, c, at, program)
+    if not _one_iterator_each(pairs, e, c):
         return None
-    return tuple(pairs) if _runs_on_box(e, c, pairs, program) else None
+    return tuple((a, Var(b, "iter")) for a, b in pairs) if _runs_on_box(e, c, pairs, program) else None
+
+
+def _writes_one_each(e: Statement, program: Program) -> bool:
+    """Whether the instances of ``e`` write distinct elements (so that the order the register blocks run
+    them in does not matter)."""
+    try:
+        return bool(program.access_map(e, e.target).is_injective())
+    except (NotAffineError, isl.Error):
+        return False
+
+
+def _through_view(e: Statement, c: Contraction, at: tuple[Expr, ...],
+                  program: Program) -> tuple[tuple[str, Expr], ...] | None:
+    """:func:`epilogue_iterators` where ``e`` reads the target at affine subscripts ``at`` that are not
+    its iterators one each: ``e``'s iterators as functions of the nest's (isl, on ``e``'s domain; the
+    nest's iterators taken as parameters so that each function is one quasi-affine expression), where the
+    index maps ``e``'s instances one to one onto the nest's box and the nest writes all of it."""
+    st = c.statement
+    nest: list[str] = []  # the nest's iterator at each iterator subscript of its target
+    subs: list[str] = []  # e's subscript there, in isl
+    try:
+        for s_sub, e_sub in zip(st.target.index, at):
+            if isinstance(s_sub, Var) and s_sub.kind == "iter":
+                nest.append(s_sub.name)
+                subs.append(to_isl(e_sub, what="epilogue subscript"))
+            elif const_value(s_sub) is None or const_value(s_sub) != const_value(e_sub):
+                return None
+        if len(set(nest)) != len(nest) or set(nest) != {c.a, c.b, *c.batch}:
+            return None
+        coords = [f"pt_n{k}" for k in range(len(nest))]  # names of the nest's iterators apart from e's
+        box = " and ".join(f"{to_isl(c.bounds[n][0], what='bound')} <= {x} < {to_isl(c.bounds[n][1], what='bound')}"
+                           for n, x in zip(nest, coords))
+        prefix = params_prefix(program.params)
+        index = isl.Map(f"{prefix}{{ {e.name}[{', '.join(e.iterators)}] -> [{', '.join(subs)}] }}")
+        box_set = isl.Set(f"{prefix}{{ [{', '.join(coords)}] : {box} }}").intersect_params(program.context)
+        from_nest = isl.Map(f"{prefix}{{ {st.name}[{', '.join(st.iterators)}] -> [{', '.join(nest)}] }}")
+    except (NotAffineError, isl.Error):
+        return None
+    index = index.intersect_domain(e.domain)
+    runs_on = index.range().intersect_params(program.context)
+    written = st.domain.apply(from_nest).intersect_params(program.context)
+    if not (index.is_injective() and runs_on.is_equal(box_set) and written.is_equal(runs_on)):
+        return None
+    # e's instance at each point of the box: the nest's iterators as parameters, e's iterators the set
+    space = params_prefix((*program.params, *coords))
+    on_box = isl.Set(f"{space}{{ : {box} }}").intersect_params(program.context)
+    fixed = " and ".join(f"{x} = {s}" for x, s in zip(coords, subs))
+    inst = isl.Set(f"{space}{{ {e.name}[{', '.join(e.iterators)}] : {fixed} }}")
+    inst = inst.intersect(e.domain.align_params(inst.get_space())).intersect_params(on_box)
+    values = inst.as_pw_multi_aff()  # one instance per point (the index is one to one): a function
+    if values.n_piece() != 1 or not on_box.is_subset(values.domain()):
+        return None
+    build = isl.AstBuild.from_context(on_box)
+    back = {x: Var(n, "iter") for x, n in zip(coords, nest)}
+    return tuple((it, substitute(isl_expr(build.expr_from_pw_aff(values.get_pw_aff(pos).gist(on_box)), program.params),
+                                 back)) for pos, it in enumerate(e.iterators))
 
 
 def _target_index(e: Statement, array: str) -> tuple[Expr, ...] | None:
@@ -123,11 +190,32 @@ def _runs_on_box(e: Statement, c: Contraction, pairs: list[tuple[str, str]], pro
     return bool(runs_on.is_equal(box_set.intersect_params(ctx)) and written.is_equal(runs_on))
 
 
-def read_back_by_epilogues(program: Program, nests: tuple[Contraction, ...]) -> frozenset[str]:
-    """Targets of contraction nests that no statement reads but the nest and its epilogue, which reads
-    each block of the target in cache just after the nest stores it."""
-    return frozenset(c.statement.target.array for c in nests if c.epilogue is not None
-                     and program.readers(c.statement.target.array) <= {c.statement.name, c.epilogue.name})
+def keeps_target_local(c: Contraction, program: Program, scratch: frozenset[str]) -> bool:
+    """Whether the nest ``c``, with its zero init and epilogue folded in, can sum each register block in a
+    tile of its own and never store its target: the target is a temporary (``scratch``: no read sees a
+    value from before the call, and its value after it does not matter), no statement but the nest and
+    the epilogue reads it, and the sums take one block of ``k`` (constant extents, at most the panels'
+    ``KC``), so that a block's sums are complete where the micro-kernel returns.  Only then is the
+    epilogue folded in: where the product stores its target anyway, the epilogue run on each block (the
+    target read back from the L1 cache) made the transformers of the model zoo up to 5 % slower than a nest
+    of its own after the product (measured; docs/cpu.md), and with the tile 2-5 % faster."""
+    if c.epilogue is None or not c.zero_init or c.statement.target.array not in scratch:
+        return False
+    if not program.readers(c.statement.target.array) <= {c.statement.name, c.epilogue.name}:
+        return False
+    n = 1
+    for it in c.k:
+        lo, hi = (const_value(e) for e in c.bounds[it])
+        if lo is None or hi is None:
+            return False
+        n *= hi - lo
+    return n <= dot_blocking(c.dtype, c.dot).kc
 
 
-__all__ = ["epilogue_iterators", "read_back_by_epilogues", "zero_init_fuses"]
+def kept_in_tiles(nests: tuple[Contraction, ...]) -> frozenset[str]:
+    """Targets of contraction nests summed block by block in tiles that their epilogues read
+    (:func:`keeps_target_local`): never stored."""
+    return frozenset(c.statement.target.array for c in nests if c.epilogue is not None)
+
+
+__all__ = ["epilogue_iterators", "keeps_target_local", "kept_in_tiles", "zero_init_fuses"]

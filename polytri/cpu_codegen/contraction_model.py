@@ -60,11 +60,13 @@ class Contraction:
     see :func:`.contraction_fusion.zero_init_fuses`): the first block of ``k`` starts its registers at
     zero instead of loading the target."""
     epilogue: Statement | None = None
-    """A statement run on each element as soon as its sum is complete, on each register block while it
-    is in cache (a bias, an activation: see :func:`.contraction_fusion.epilogue_iterators`), instead of
-    in a nest of its own that reads the whole target again."""
-    epilogue_at: tuple[tuple[str, str], ...] = ()
-    """Each iterator of :attr:`epilogue` and the iterator of the nest's target subscript it equals."""
+    """A statement run on each element as soon as its sum is complete (a bias, an activation: see
+    :func:`.contraction_fusion.epilogue_iterators`), instead of in a nest of its own that reads the whole
+    target again: the micro-kernel sums each register block in a tile of its own, which the epilogue
+    reads, and the target is never stored (:func:`.contraction_fusion.keeps_target_local`)."""
+    epilogue_at: tuple[tuple[str, Expr], ...] = ()
+    """Each iterator of :attr:`epilogue` as an expression of the iterators of the nest's target subscripts
+    (one of them, or a function of several where the epilogue reads the target through a view)."""
     dot: DotProduct | None = None
     """The factors are narrow stored values that the micro-kernel sums with this dot-product instruction,
     from panels of the stored values (:mod:`.dot_product`); ``None``: panels of the nest's type."""
@@ -179,7 +181,8 @@ def describe(c: Contraction) -> Decision:
     if c.columns is not None:
         init += (f", columns {expr_to_str(c.columns[0])} <= {c.b} < {expr_to_str(c.columns[1])} of each row "
                  "(blocks across the edge in a tile)")
-    epi = f", {c.epilogue.name} run on each block as its sums complete" if c.epilogue is not None else ""
+    epi = (f", {c.epilogue.name} run on each block as its sums complete (each block summed in a tile, "
+           f"{c.statement.target.array} never stored)" if c.epilogue is not None else "")
     dot = "" if c.dot is None else f" summing the stored values {c.dot.k_step} at a time with {c.dot.instruction}"
     kb = transpose_block(c)
     lanes = transpose_lanes(c)

@@ -64,7 +64,8 @@ class CpuKernel(CompiledKernel):
         self.local_arrays = local_arrays
         """Temporaries held in buffers local to a loop iteration only: never stored in global memory."""
         self.epilogue_arrays = epilogue_arrays
-        """Targets of contractions read only by the nest's epilogue, block by block while in cache."""
+        """Targets of contractions summed block by block in tiles that the nest's epilogue reads: never
+        stored in global memory."""
         self._library = library
         self._function_name = function
         self._fn: Any = None

@@ -7,7 +7,8 @@ every instance of its one statement (:func:`.contraction.find_domain_contraction
 where the machine's dot-product instructions sum them and blocks fill.  At the top level, a contraction
 nest also absorbs the nest just before it when that nest only zeroes what it sums (its registers start at
 zero: :func:`.contraction_fusion.zero_init_fuses`), and the nest just after it when that one's statement
-can run on each register block as soon as its sums are complete (:func:`.contraction_fusion.epilogue_iterators`).
+can run on each register block as soon as its sums are complete (:func:`.contraction_fusion.epilogue_iterators`)
+from a tile of the block, the target never stored (:func:`.contraction_fusion.keeps_target_local`).
 Those absorbed nests are not printed on their own.  The scan runs each top-level sequence left to right,
 as the printer then prints it.
 """
@@ -21,7 +22,7 @@ from ..ir.program import Program, Statement
 from ..ir.types import Typer
 from ..schedule.loop_ast import Block, For, If, Node, run_counts, walk
 from .contraction import find_contraction, find_domain_contraction
-from .contraction_fusion import epilogue_iterators, zero_init_fuses
+from .contraction_fusion import epilogue_iterators, keeps_target_local, zero_init_fuses
 from .contraction_model import Contraction, few_columns
 from .dot_product import dot_product
 
@@ -46,8 +47,8 @@ class NestPlan:
 
 
 class _Planner:
-    def __init__(self, program: Program, typer: Typer, simd: bool, runs: Counter[str]):
-        self.p, self.t, self.simd, self.runs = program, typer, simd, runs
+    def __init__(self, program: Program, typer: Typer, simd: bool, runs: Counter[str], scratch: frozenset[str]):
+        self.p, self.t, self.simd, self.runs, self.scratch = program, typer, simd, runs, scratch
         self.contractions: dict[int, Contraction] = {}
         self.absorbed: set[int] = set()
         self.found: dict[tuple[int, bool], Contraction | None] = {}
@@ -108,8 +109,12 @@ class _Planner:
                     found = replace(found, zero_init=True)
                     self.absorbed.add(id(body[k]))
                 if epilogue is not None and after is not None:
-                    found = replace(found, epilogue=after[1], epilogue_at=epilogue)
-                    self.absorbed.add(id(body[at + 1]))
+                    with_epilogue = replace(found, epilogue=after[1], epilogue_at=epilogue)
+                    if keeps_target_local(with_epilogue, self.p, self.scratch):
+                        found = with_epilogue
+                        self.absorbed.add(id(body[at + 1]))
+                    else:  # its nest reads back what the product stored: faster than in the product's blocks
+                        epilogue = None
                 self.contractions[id(nest)] = found
                 k = at + 1 + (epilogue is not None)
                 continue
@@ -144,11 +149,13 @@ def kernel_statements(ast: Node, program: Program, typer: Typer, *, simd: bool) 
     return frozenset(s for n in walk(ast) if id(n) in roots for s in run_counts(n))
 
 
-def plan_nests(ast: Node, program: Program, typer: Typer, *, microkernel: bool, simd: bool) -> NestPlan:
-    """The contraction nests of ``ast`` (none without the ``microkernel`` option)."""
+def plan_nests(ast: Node, program: Program, typer: Typer, *, microkernel: bool, simd: bool,
+               scratch: frozenset[str] = frozenset()) -> NestPlan:
+    """The contraction nests of ``ast`` (none without the ``microkernel`` option); ``scratch``: the
+    temporaries whose values before and after the call do not matter."""
     if not microkernel:
         return NestPlan()
-    planner = _Planner(program, typer, simd, run_counts(ast))
+    planner = _Planner(program, typer, simd, run_counts(ast), scratch)
     planner.node(ast, top=True)
     return NestPlan(planner.contractions, frozenset(planner.absorbed))
 

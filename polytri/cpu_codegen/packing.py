@@ -17,8 +17,9 @@ The printed nest, for the calling thread's share of the batch points, rows or co
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
-from ..ir.expr import Access, Cast, Expr, Var, var_names
+from ..ir.expr import Access, Cast, Expr, Var, substitute, transform, var_names
 from ..ir.program import Statement
 from .blocking import WHOLE_L_BYTES
 from .c_signature import vla_bound
@@ -34,13 +35,14 @@ Env = dict[str, str]
 def contraction_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Callable[[Access], str],
                       bind: Callable[[Env, tuple[Expr, ...]], list[str]],
                       assign: Callable[[Env], list[str]], ldc: str, threads: bool,
-                      epilogue: Callable[[Env], list[str]] | None = None) -> list[str]:
+                      epilogue: Callable[[Env, str | None], list[str]] | None = None) -> list[str]:
     """C statements computing the nest ``c`` (indented by two spaces per level from 0).
 
     ``value(e)`` prints a factor converted to the nest's type, ``ref(a)`` an array element, ``bind(env,
     exprs)`` the declarations of the statement iterators that ``exprs`` use (``env`` gives the C value of
     the nest's iterators; the others are :attr:`Contraction.fixed`), ``assign(env)`` the statement
-    itself, ``epilogue(env)`` :attr:`Contraction.epilogue` (``env`` gives the target's iterators); ``ldc``
+    itself, ``epilogue(env, tile)`` :attr:`Contraction.epilogue` (``env`` gives the target's iterators;
+    ``tile``: the C variable holding the element summed, for its reads of the target, else ``None``); ``ldc``
     is the distance between two rows of the target.  With ``threads``, the calling
     thread of an OpenMP team computes its share: of the batch points when there are at least as many as
     threads, else of the rows or of the columns."""
@@ -63,10 +65,16 @@ def nest_lines(c: Contraction, *, value: Callable[[Expr], str], ref: Callable[[A
     def assign(env: Env) -> list[str]:
         return instance(st, tuple(Var(env[it], "iter") if it in env else c.fixed[it] for it in st.iterators))
 
-    def epilogue(env: Env) -> list[str]:
+    def epilogue(env: Env, tile: str | None) -> list[str]:
         assert c.epilogue is not None
         at = dict(c.epilogue_at)
-        return instance(c.epilogue, tuple(Var(env[at[it]], "iter") for it in c.epilogue.iterators))
+        e = c.epilogue
+        if tile is not None:  # its reads of the target (all of the element just summed) from the tile
+            e = replace(e, value=transform(e.value, lambda n: Cast(c.dtype.name, Var(tile, "param"))
+                                           if isinstance(n, Access) and n.array == st.target.array else None))
+        values: dict[str, Expr] = {it: Var(f"({v})", "iter") for it, v in env.items()}  # inside a function of them
+        return instance(e, tuple(Var(env[x.name], "iter") if isinstance(x, Var) else substitute(x, values)
+                                 for x in (at[it] for it in c.epilogue.iterators)))
 
     return contraction_lines(c, value=value, ref=ref, bind=bind, assign=assign,
                              ldc=" * ".join(vla_bound(e) for e in shape[c.row_subscript + 1:]), threads=threads,
@@ -91,7 +99,7 @@ class _NestPrinter:
 
     def __init__(self, c: Contraction, *, value: Callable[[Expr], str], ref: Callable[[Access], str],
                  bind: Callable[[Env, tuple[Expr, ...]], list[str]], assign: Callable[[Env], list[str]],
-                 epilogue: Callable[[Env], list[str]] | None, ldc: str):
+                 epilogue: Callable[[Env, str | None], list[str]] | None, ldc: str):
         self.c = c
         self.value, self.ref, self.bind, self.assign, self.epilogue, self.ldc = value, ref, bind, assign, epilogue, ldc
         self.b = dot_blocking(c.dtype, c.dot)
@@ -470,16 +478,18 @@ class _NestPrinter:
         if runs:
             self.out(8, "}")
         self.out(7, "}")
+        if c.epilogue is not None:
+            self.out(7, f"{self.t} pt__ct[{b.mr * b.nr}] __attribute__((aligned(64)));  /* a block's sums */")
         self.out(7,
                  f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr}) {{",
                  f"  const int64_t pt__nr = pt__min_int64_t({b.nr}, pt__nc - pt__jr);")
         self.kernel_calls()
-        if self.epilogue is not None:
-            self.out(8, "if (pt__pc + pt__kc >= pt__kn)  /* the block's sums are complete: its epilogue, in cache */",
-                     "  for (int64_t pt__r = 0; pt__r < pt__mr; pt__r++)",
-                     "    for (int64_t pt__q = 0; pt__q < pt__nr; pt__q++) {")
-            self.out(11, *self.epilogue({**self.zenv, c.a: "pt__ic + pt__r", c.b: "pt__jc + pt__jr + pt__q"}))
-            self.out(10, "}")
+        if self.epilogue is not None:  # one block of k (keeps_target_local): the block's sums are complete
+            self.out(8, "for (int64_t pt__r = 0; pt__r < pt__mr; pt__r++)  /* its epilogue, from the tile */",
+                     "  for (int64_t pt__q = 0; pt__q < pt__nr; pt__q++) {",
+                     f"    const {self.t} pt__cv = pt__ct[pt__r * {b.nr} + pt__q];")
+            self.out(10, *self.epilogue({**self.zenv, c.a: "pt__ic + pt__r", c.b: "pt__jc + pt__jr + pt__q"}, "pt__cv"))
+            self.out(9, "}")
         self.out(7, "}")
         self.out(6, "}")
 
@@ -511,9 +521,10 @@ class _NestPrinter:
         load = "pt__pc > 0" if c.zero_init else "1"  # the first block of k starts at zero when the nest inits
         st = c.statement
         bp = f"pt__bp + pt__jr * {self.grouped('pt__kc')}"
+        ldc = str(b.nr) if c.epilogue is not None else self.ldc
         calls = [f"if (pt__mr == {b.mr} && pt__nr == {b.nr}) "
-                 f"pt__ukernel_{kern}(pt__kc, pt__apk, {bp}, pt__c, {self.ldc}, {load});",
-                 f"else pt__uedge_{kern}(pt__kc, pt__apk, {bp}, pt__c, {self.ldc}, pt__mr, "
+                 f"pt__ukernel_{kern}(pt__kc, pt__apk, {bp}, pt__c, {ldc}, {load});",
+                 f"else pt__uedge_{kern}(pt__kc, pt__apk, {bp}, pt__c, {ldc}, pt__mr, "
                  f"pt__nr, {load});"]
         if c.columns is not None:
             self.out(8, "const int64_t pt__j0 = pt__jc + pt__jr;",
@@ -532,6 +543,9 @@ class _NestPrinter:
                 "      if (pt__j0 + pt__q >= pt__cl[pt__r] && pt__j0 + pt__q < pt__ch[pt__r])",
                 f"        pt__c[pt__r * ({self.ldc}) + pt__q] = pt__ct[pt__r * {b.nr} + pt__q];",
                 "}"]
+        if c.epilogue is not None:  # the block's sums in the tile (one block of k: they start at zero)
+            self.out(8, "{", f"  {t} *pt__c = pt__ct;", *("  " + x for x in calls), "}")
+            return
         self.scoped(8, {**self.zenv, c.a: "pt__ic", c.b: "pt__jc + pt__jr"}, (st.target,),
                     [f"{t} *pt__c = &{self.ref(st.target)};", *calls])
 
@@ -562,7 +576,7 @@ class _NestPrinter:
         self.out(5, "}")
         if self.epilogue is not None:
             self.out(5, "for (int64_t pt__fb = pt__b0; pt__fb < pt__b1; pt__fb++) {")
-            self.out(6, *self.epilogue({**self.zenv, c.a: "pt__fa", c.b: "pt__fb"}))
+            self.out(6, *self.epilogue({**self.zenv, c.a: "pt__fa", c.b: "pt__fb"}, None))
             self.out(5, "}")
         self.out(4, "}")
         self.out(3, "}")

@@ -27,7 +27,7 @@ from .build import (
 )
 from .cgen import CodegenOptions, generate_c
 from .contraction import find_domain_contraction
-from .contraction_fusion import read_back_by_epilogues
+from .contraction_fusion import kept_in_tiles
 from .contraction_model import describe
 from .fork_cost import fork_cost
 from .kernel import CpuKernel
@@ -102,4 +102,4 @@ class CpuTarget(Target):
                                                                                        flags=flags)
         made.append(f"built with {opts['cc']} {' '.join(flags)}")
         return CpuKernel(program, schedule, deps, source, library, function, opts, made, local_arrays=local,
-                         epilogue_arrays=read_back_by_epilogues(program, contractions), min_parallel_work=min_work)
+                         epilogue_arrays=kept_in_tiles(contractions), min_parallel_work=min_work)

@@ -9,11 +9,11 @@ its full size, in each direction it is used.
   recomputed where it is read (no statement accesses it any more), or never stored: held in buffers
   local to a loop iteration (the C generator's array contraction, ``CpuKernel.local_arrays``), or read
   only from the registers of the Triton program that computes it (``TritonKernel.local_arrays``).
-* A temporary that stays in global memory is written and read back: twice its size; only written, when
-  the only reader is a product's epilogue, which reads each block in cache just after the product
-  stores it (``CpuKernel.epilogue_arrays``).  Its size is that of the box of elements the program
-  touches (isl): the online softmax keeps one block of columns per row in the first columns of the
-  arrays it replaces.
+* A temporary that stays in global memory is written and read back: twice its size.  A product's target
+  that only its epilogue reads is never stored: each register block is summed in a tile that the
+  epilogue reads (``CpuKernel.epilogue_arrays``).  A temporary's size is that of the box of elements the
+  program touches (isl): the online softmax keeps one block of columns per row in the first columns of
+  the arrays it replaces.
 
 Reuse that misses the caches (a tile of a product loaded once per block of the other operand) is not
 counted: the estimate is a lower bound, the same for fused and unfused code, which is what makes the two
@@ -85,7 +85,7 @@ def kernel_traffic(program: Program, params: Mapping[str, int], *, temporaries: 
                    local: Iterable[str] = (), read_in_cache: Iterable[str] = ()) -> Traffic:
     """The estimate of the module docstring for ``program`` run with ``params``; ``temporaries`` are the
     arrays whose contents after the call do not matter, ``local`` those the kernel never stores,
-    ``read_in_cache`` those it reads back only from the cache (an epilogue's)."""
+    ``read_in_cache`` the products' targets that their epilogues read from tiles (never stored either)."""
     temps, kept_local, cached = set(temporaries), set(local), set(read_in_cache)
     written = {s.target.array for s in program.statements}
     read = {acc.array for s in program.statements for acc in s.reads}
@@ -98,7 +98,7 @@ def kernel_traffic(program: Program, params: Mapping[str, int], *, temporaries: 
         elif a.name in kept_local:
             out.append(ArrayTraffic(a.name, 0, "never stored (local buffers or registers)"))
         elif a.name in temps and a.name in cached:
-            out.append(ArrayTraffic(a.name, size, "temporary written, read back in cache by an epilogue"))
+            out.append(ArrayTraffic(a.name, 0, "never stored (summed in tiles that the product's epilogue reads)"))
         elif a.name in temps:
             size = footprint_bytes(program, a.name, params)
             moves = (a.name in written) + (a.name in read)
