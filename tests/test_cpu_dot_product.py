@@ -130,11 +130,13 @@ def _gemm_left(left: str, a_shape: tuple[str, ...]) -> pt.Program:
 
 @pytest.mark.skipif(not HAS_BF16_DOT, reason="no AVX-512 BF16 on this machine")
 @pytest.mark.parametrize("left,a_shape,unit", [("A[i, k]", ("M", "K"), 4), ("A[k, i]", ("K", "M"), None),
-                                               ("A[i, 2 * k + 1]", ("M", "W"), None)])
+                                               ("A[i, 2 * k + 1]", ("M", "W"), None),
+                                               ("A[i // 4, i % 4, k]", ("M", 4, "K"), 4)])
 def test_left_rows_stored_along_the_sum_are_packed_from_their_runs(left: str, a_shape: tuple[str, ...],
                                                                    unit: int | None) -> None:
     """Rows of ``L`` whose values of ``k`` are consecutive: a whole block of rows is packed a pair of k at
-    a time, its halves exchanged (the decision names the 4-byte unit); stored across the rows or with
+    a time, its halves exchanged (the decision names the 4-byte unit), also where the row is read through a
+    view (``[i // 4, i % 4, k]``: the rows of a batch of sequences); stored across the rows or with
     every other value of ``k`` (rows of ``W = 2 K + 2`` values), element by element.  The sums are the float32 loop's bit for bit, with
     whole blocks of rows and pairs, a ragged block of rows, and an odd number of sums in a block."""
     prog = _gemm_left(left, a_shape)

@@ -105,8 +105,9 @@ def left_units(c: Contraction) -> tuple[int, bool] | None:
     the unit's bytes and whether its 16-bit halves are exchanged; ``None``: element by element.
 
     The left panel holds, for each value (or group) of ``k``, the ``MR`` rows' units side by side.  Where
-    ``L`` is one array element whose last subscript is ``k`` plus terms without ``k`` (no other subscript
-    has ``k``), each row's units are consecutive in memory: the panel interleaves ``MR`` runs.  The element
+    ``L`` is one array element whose last subscript is ``k`` plus affine terms without ``k`` (no other
+    subscript has ``k``; they may divide the row, as a view does), each row's units are consecutive in
+    memory: the panel interleaves ``MR`` runs.  The element
     loop stored a 16-bit value at a time with its slot computed (a bfloat16 linear layer 768 -> 192 on 197
     rows: three quarters of the samples of its function outside the micro-kernel were that packing, perf,
     one thread);
@@ -114,9 +115,9 @@ def left_units(c: Contraction) -> tuple[int, bool] | None:
     e = c.left if c.dot is None else stored(c.left)
     if len(c.k) != 1 or not isinstance(e, Access) or not e.index:
         return None
-    forms = [linear(ix) for ix in e.index]
-    k = c.k[0]
-    if any(f is None or k in f[0] for f in forms[:-1]) or forms[-1] is None or forms[-1][0].get(k) != 1:
+    k, last = c.k[0], linear(e.index[-1])
+    # the other subscripts may be any function of the rows (a view: [i // 128, i % 128, k]), without k
+    if any(k in var_names(ix, "iter") for ix in e.index[:-1]) or last is None or last[0].get(k) != 1:
         return None
     if c.dot is None:
         return (c.dtype.itemsize, False) if c.dtype.itemsize in (4, 8) else None
