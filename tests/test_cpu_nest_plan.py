@@ -143,3 +143,13 @@ def test_a_view_that_does_not_map_the_statement_one_to_one_onto_the_product_is_n
     half = _product_then("Y[0, r, j] = C[2 * r, j]", (1, 16, 8), (("r", 16), ("j", 8)))
     for prog in (overlapping, one_element, half):
         assert _epilogue_of(prog) == (None, {})
+
+
+def test_an_epilogue_that_divides_the_column_stays_a_nest_of_its_own() -> None:
+    """Columns put back in rows of an image (``C[i, 4 * a + b]`` over ``(i, a, b)``: a convolution's pixels)
+    would be divided in the epilogue's vector loop, its stores scattered: not folded (the rows may be
+    divided, the columns not)."""
+    prog = _product_then("Y[i, a, b] = C[i, 4 * a + b]", (32, 2, 4), (("i", 32), ("a", 2), ("b", 4)))
+    assert _epilogue_of(prog) == (None, {})
+    rows = _product_then("Y[n, t, j] = C[16 * n + t, j]", (2, 16, 8), (("n", 2), ("t", 16), ("j", 8)))
+    assert _epilogue_of(rows)[0] is not None
