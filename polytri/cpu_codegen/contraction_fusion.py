@@ -106,26 +106,27 @@ def _through_view(e: Statement, c: Contraction, at: tuple[Expr, ...],
         index = isl.Map(f"{prefix}{{ {e.name}[{', '.join(e.iterators)}] -> [{', '.join(subs)}] }}")
         box_set = isl.Set(f"{prefix}{{ [{', '.join(coords)}] : {box} }}").intersect_params(program.context)
         from_nest = isl.Map(f"{prefix}{{ {st.name}[{', '.join(st.iterators)}] -> [{', '.join(nest)}] }}")
+        index = index.intersect_domain(e.domain)
+        runs_on = index.range().intersect_params(program.context)
+        written = st.domain.apply(from_nest).intersect_params(program.context)
+        if not (index.is_injective() and runs_on.is_equal(box_set) and written.is_equal(runs_on)):
+            return None
+        # e's instance at each point of the box: the nest's iterators as parameters, e's iterators the set
+        space = params_prefix((*program.params, *coords))
+        on_box = isl.Set(f"{space}{{ : {box} }}").intersect_params(program.context)
+        fixed = " and ".join(f"{x} = {s}" for x, s in zip(coords, subs))
+        inst = isl.Set(f"{space}{{ {e.name}[{', '.join(e.iterators)}] : {fixed} }}")
+        inst = inst.intersect(e.domain.align_params(inst.get_space())).intersect_params(on_box)
+        values = inst.as_pw_multi_aff()  # one instance per point (the index is one to one): a function
+        if values.n_piece() != 1 or not on_box.is_subset(values.domain()):
+            return None
+        build = isl.AstBuild.from_context(on_box)
+        exprs = [isl_expr(build.expr_from_pw_aff(values.get_pw_aff(pos).gist(on_box)), program.params)
+                 for pos in range(len(e.iterators))]
     except (NotAffineError, isl.Error):
         return None
-    index = index.intersect_domain(e.domain)
-    runs_on = index.range().intersect_params(program.context)
-    written = st.domain.apply(from_nest).intersect_params(program.context)
-    if not (index.is_injective() and runs_on.is_equal(box_set) and written.is_equal(runs_on)):
-        return None
-    # e's instance at each point of the box: the nest's iterators as parameters, e's iterators the set
-    space = params_prefix((*program.params, *coords))
-    on_box = isl.Set(f"{space}{{ : {box} }}").intersect_params(program.context)
-    fixed = " and ".join(f"{x} = {s}" for x, s in zip(coords, subs))
-    inst = isl.Set(f"{space}{{ {e.name}[{', '.join(e.iterators)}] : {fixed} }}")
-    inst = inst.intersect(e.domain.align_params(inst.get_space())).intersect_params(on_box)
-    values = inst.as_pw_multi_aff()  # one instance per point (the index is one to one): a function
-    if values.n_piece() != 1 or not on_box.is_subset(values.domain()):
-        return None
-    build = isl.AstBuild.from_context(on_box)
     back = {x: Var(n, "iter") for x, n in zip(coords, nest)}
-    out = tuple((it, substitute(isl_expr(build.expr_from_pw_aff(values.get_pw_aff(pos).gist(on_box)), program.params),
-                                back)) for pos, it in enumerate(e.iterators))
+    out = tuple((it, substitute(x, back)) for it, x in zip(e.iterators, exprs))
     # the column runs in the epilogue's vector loop: divided there (a convolution's pixels put back in rows
     # of an image, p // 56), the epilogue's stores scatter, and the bfloat16 MobileNet of the zoo ran 12 %
     # slower than with that copy in a nest of its own

@@ -80,4 +80,4 @@ def segment_traffic(seg: Segment, kernel: Any, params: dict[str, int],
         return None
     temps = seg.temps if temporaries is None else temporaries
     return kernel_traffic(program, params, temporaries=temps, local=getattr(kernel, "local_arrays", ()),
-                          read_in_cache=getattr(kernel, "epilogue_arrays", ()))
+                          tiled=getattr(kernel, "epilogue_arrays", ()))

@@ -82,11 +82,11 @@ def footprint_bytes(program: Program, name: str, params: Mapping[str, int]) -> i
 
 
 def kernel_traffic(program: Program, params: Mapping[str, int], *, temporaries: Iterable[str] = (),
-                   local: Iterable[str] = (), read_in_cache: Iterable[str] = ()) -> Traffic:
+                   local: Iterable[str] = (), tiled: Iterable[str] = ()) -> Traffic:
     """The estimate of the module docstring for ``program`` run with ``params``; ``temporaries`` are the
     arrays whose contents after the call do not matter, ``local`` those the kernel never stores,
-    ``read_in_cache`` the products' targets that their epilogues read from tiles (never stored either)."""
-    temps, kept_local, cached = set(temporaries), set(local), set(read_in_cache)
+    ``tiled`` the products' targets that their epilogues read from tiles (never stored either)."""
+    temps, kept_local, in_tiles = set(temporaries), set(local), set(tiled)
     written = {s.target.array for s in program.statements}
     read = {acc.array for s in program.statements for acc in s.reads}
     before = live_in(program, read)
@@ -97,7 +97,7 @@ def kernel_traffic(program: Program, params: Mapping[str, int], *, temporaries: 
             out.append(ArrayTraffic(a.name, 0, "not accessed (recomputed where it is read)"))
         elif a.name in kept_local:
             out.append(ArrayTraffic(a.name, 0, "never stored (local buffers or registers)"))
-        elif a.name in temps and a.name in cached:
+        elif a.name in temps and a.name in in_tiles:
             out.append(ArrayTraffic(a.name, 0, "never stored (summed in tiles that the product's epilogue reads)"))
         elif a.name in temps:
             size = footprint_bytes(program, a.name, params)
