@@ -193,6 +193,15 @@ def test_a_short_call_after_idle_cores_runs_on_one_thread(monkeypatch) -> None:
     assert cpu_share.CallRecord(wake=0.0, clock=clock).threads(None) == 2   # waking not measured: no rule
 
 
+def test_a_framework_limit_caps_the_free_cores_but_not_a_fixed_count(monkeypatch) -> None:
+    monkeypatch.setattr(cpu_share, "threads_now", lambda fixed: fixed or 2)
+    calls = cpu_share.CallRecord(wake=0.0)
+    assert calls.threads(None, None, 1) == 1        # torch.set_num_threads(1): one thread
+    assert calls.threads(None, None, 0) == 2        # no limit: the free cores
+    assert calls.threads(None, None, 4) == 2        # a limit above the free cores leaves them
+    assert calls.threads(2, None, 1) == 2           # the threads option (or OMP_NUM_THREADS) decides
+
+
 def test_a_kernel_records_its_calls() -> None:
     k = pt.compile(to_program(KERNELS["gemm"].build()), options={"threads": 2})
     args = make_args(KERNELS["gemm"], {"NI": 8, "NJ": 9, "NK": 7})

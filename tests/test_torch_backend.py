@@ -575,3 +575,37 @@ def test_strided_convolutions_over_dynamic_image_sizes(monkeypatch: pytest.Monke
     torch._dynamo.mark_dynamic(x, 2)
     report = pt.explain(f, x)
     assert report.kernels and report.fallback_ops == [], str(report)
+
+
+def test_kernels_use_no_more_threads_than_torch_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the threads option, a kernel runs on the free cores but no more than
+    ``torch.get_num_threads()``: a model that PyTorch runs on one thread runs on one here too, through the
+    first (checked) call, the step launches and the graph's one C call alike; the option overrides it."""
+    from polytri.runtime import cpu_share
+    monkeypatch.setattr(cpu_share, "threads_now", lambda fixed: fixed or 2)  # two free cores
+    used: list[tuple[object, int]] = []
+    ended = cpu_share.CallRecord.ended
+    monkeypatch.setattr(cpu_share.CallRecord, "ended", lambda self, key, threads, started: (
+        used.append((key, threads)), ended(self, key, threads, started)))
+    w = torch.randn(32, 32)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:  # more statements than one program takes: several kernels
+        for _ in range(6):
+            x = torch.softmax(x @ w, dim=1) - x.mean(dim=1, keepdim=True)
+        return x
+    x = torch.randn(4, 32)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        f = pt.jit(fn)
+        for _ in range(3):
+            torch.testing.assert_close(f(x), fn(x))
+        assert None in {key for key, _ in used}, used  # the graph's run of kernels in one C call
+        assert {n for _, n in used} == {1}, used
+        used.clear()
+        g = pt.jit(fn, compile_options={"threads": 2})
+        for _ in range(3):
+            g(x)
+        assert used and {n for _, n in used} == {2}, used
+    finally:
+        torch.set_num_threads(before)

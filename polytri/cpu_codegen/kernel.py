@@ -69,6 +69,9 @@ class CpuKernel(CompiledKernel):
         self._library = library
         self._function_name = function
         self._fn: Any = None
+        self.thread_limit: Callable[[], int] | None = None
+        """At each call without a fixed thread count, the most threads it may use (the torch frontend's:
+        ``torch.get_num_threads``); ``None``: no limit but the free cores."""
         self._after_build: list[Callable[[], None]] = []
         self.min_parallel_work = min_parallel_work
         """Operations a parallel region needs to open, passed at each call (see :mod:`.parallel_plan`)."""
@@ -150,7 +153,8 @@ class CpuKernel(CompiledKernel):
         """``fn(*head, *params, threads, min_parallel_work)``, its thread count and time kept by :attr:`calls`
         (per parameter values)."""
         key = tuple(params)
-        threads = self.calls.threads(self.options.get("threads"), key)
+        threads = self.calls.threads(self.options.get("threads"), key,
+                                     self.thread_limit() if self.thread_limit is not None else 0)
         started = self.calls.clock()
         fn(*head, *params, threads, self.min_parallel_work)
         self.calls.ended(key, threads, started)

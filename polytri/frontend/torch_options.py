@@ -31,7 +31,7 @@ class TorchOptions:
     """'auto', 'pluto' or 'original' (see pt.compile); default: 'auto'"""
     threads: int | None = field(default=None, metadata=checked(positive))
     """OpenMP thread count of the cpu target (default: OMP_NUM_THREADS if set, else the cores other
-    processes leave free, measured at each call)"""
+    processes leave free, measured at each call, at most torch.get_num_threads())"""
     fma: bool = True
     """cpu target: products fuse each multiplication into its sum (one rounding, as oneDNN does); False
     rounds twice, as pt.reference does"""

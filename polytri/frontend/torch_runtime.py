@@ -84,6 +84,8 @@ class _KernelStep:
         # intermediates: their contents after the call do not matter
         opts["temporaries"] = self.form.renamed(tuple(seg.temps))
         self.kernel = kernels(self.form, target, opts) if seg.program.statements else None
+        if isinstance(self.kernel, CpuKernel):  # as many threads as PyTorch's own ops use, at most
+            self.kernel.thread_limit = torch.get_num_threads
         if options.debug:
             log.warning("program:\n%s\nkernel source:\n%s", seg.program, getattr(self.kernel, "source", ""))
         self.inputs = [(seg.arrays[n], n) for n in seg.inputs]

@@ -202,10 +202,13 @@ class CallRecord:
         """``clock()`` is the time a caller passes to :meth:`ended` as the call's start."""
         self._alone: dict[object, float] = {}
 
-    def threads(self, fixed: int | None, key: object = None) -> int:
-        """:func:`threads_now`, or 1 where the workers have idled :data:`IDLE_GAP` seconds and the call
-        takes less on one thread than waking them costs."""
+    def threads(self, fixed: int | None, key: object = None, limit: int = 0) -> int:
+        """:func:`threads_now`, at most ``limit`` (if positive) where the caller fixed no count (a
+        framework's own thread setting: ``torch.get_num_threads()``), or 1 where the workers have idled
+        :data:`IDLE_GAP` seconds and the call takes less on one thread than waking them costs."""
         n = threads_now(fixed)
+        if not fixed and limit > 0 and n > limit:
+            n = limit
         if fixed or n <= 1 or not self.wake:
             return n
         alone = self._alone.get(key)
