@@ -153,8 +153,8 @@ class CpuKernel(CompiledKernel):
         """``fn(*head, *params, threads, min_parallel_work)``, its thread count and time kept by :attr:`calls`
         (per parameter values)."""
         key = tuple(params)
-        threads = self.calls.threads(self.options.get("threads"), key,
-                                     self.thread_limit() if self.thread_limit is not None else 0)
+        fixed = self.options.get("threads")
+        threads = self.calls.threads(fixed, key, self.thread_limit() if self.thread_limit and not fixed else 0)
         started = self.calls.clock()
         fn(*head, *params, threads, self.min_parallel_work)
         self.calls.ended(key, threads, started)

@@ -112,7 +112,7 @@ class GraphLaunch:
                 t = torch.empty(a.shape, dtype=a.dtype, device=self.device)
                 self.slots[slot] = t.data_ptr()
                 made[j][a.name] = t if a.rank else t.reshape(())
-            threads = self.calls.threads(self.threads, None, torch.get_num_threads())
+            threads = self.calls.threads(self.threads, None, 0 if self.threads else torch.get_num_threads())
             started = self.calls.clock()
             if self._driver(*self._args, threads, *self._tail) >= 0:
                 return False   # a step's index ranges failed: the run stopped there, its time says nothing
