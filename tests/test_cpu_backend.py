@@ -220,8 +220,8 @@ def test_float_exp_is_within_one_ulp_everywhere_without_glibc_vector_expf():
 def test_float_erf_is_within_three_ulp_without_glibc_erff():
     """float32 erf is the prelude's pt__erff (vectorized straight-line code, faster than glibc's vector
     erff): within 3 ulp of erf in float64 (2.78 at most over every float, checked when it was fitted), odd,
-    exactly 1 from 3.92 on, NaN kept; a coefficient changed in its last place would still pass, one
-    changed in its fourth digit would not."""
+    exactly 1 from 3.92 on, NaN kept; a coefficient of either branch changed in its fourth digit fails
+    it."""
     p = pt.Program("ferf", params=["N"])
     p.array("X", ("N",), "float32")
     p.array("Y", ("N",), "float32")

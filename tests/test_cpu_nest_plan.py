@@ -114,7 +114,7 @@ def _epilogue_of(prog: pt.Program):
 
 
 def test_an_epilogue_reading_the_product_through_a_view_runs_on_each_block() -> None:
-    """A statement over (batch, token, column) reading the product's rows as ``16 * b + t`` (a linear
+    """A statement over (batch, token, column) reading the product's rows as ``16 * n + t`` (a linear
     layer's result viewed back as a batch of sequences) is folded in, its counters functions of the row
     (isl inverts the view on the statement's domain), and the kernel computes what the reference does."""
     prog = _product_then("Y[n, t, j] = max(C[16 * n + t, j] + bias[j], 0.0)", (2, 16, 8),
