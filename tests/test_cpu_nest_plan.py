@@ -7,7 +7,7 @@ import contextlib
 import numpy as np
 
 import polytri as pt
-from polytri.cpu_codegen.nest_plan import plan_nests
+from polytri.cpu_codegen.nest_plan import kernel_statements, plan_nests
 from polytri.ir.builder import to_program
 from polytri.ir.printer import expr_to_str
 from polytri.ir.types import program_typer
@@ -56,6 +56,16 @@ def test_an_epilogue_is_not_absorbed_where_the_product_stores_its_target() -> No
     init, nest, _ = outermost_loops(ast)
     found = plan.contractions[id(nest)]
     assert found.zero_init and found.epilogue is None and plan.absorbed == {id(init)}
+
+
+def test_the_statements_the_kernel_computes_include_an_absorbed_epilogue_alone() -> None:
+    """What the schedule keeps from the jam is what the C printer will absorb: the epilogue where its
+    product's target is a temporary (the printer's ``scratch``), not where the product stores it."""
+    prog = to_program(_linear_relu())
+    _, _, ast = choose_schedule(prog, compute_dependences(prog), "original", "smart", False, None)
+    typer = program_typer(prog)
+    assert kernel_statements(ast, prog, typer, simd=True, scratch=frozenset({"C"})) == {"S0", "S1", "S2"}
+    assert kernel_statements(ast, prog, typer, simd=True) == {"S0", "S1"}
 
 
 def test_no_nest_without_the_micro_kernel_option() -> None:

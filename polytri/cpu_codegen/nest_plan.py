@@ -141,10 +141,11 @@ class _Planner:
                 self.node(n.body, top=False)
 
 
-def kernel_statements(ast: Node, program: Program, typer: Typer, *, simd: bool) -> frozenset[str]:
+def kernel_statements(ast: Node, program: Program, typer: Typer, *, simd: bool,
+                      scratch: frozenset[str] = frozenset()) -> frozenset[str]:
     """The statements of ``ast`` that the micro-kernel's contraction nests compute, with the nests they
-    absorb (:func:`plan_nests`)."""
-    plan = plan_nests(ast, program, typer, microkernel=True, simd=simd)
+    absorb (:func:`plan_nests`, with the same ``scratch`` as the C printer's)."""
+    plan = plan_nests(ast, program, typer, microkernel=True, simd=simd, scratch=scratch)
     roots = set(plan.contractions) | set(plan.absorbed)
     return frozenset(s for n in walk(ast) if id(n) in roots for s in run_counts(n))
 

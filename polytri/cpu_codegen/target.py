@@ -70,9 +70,10 @@ class CpuTarget(Target):
         if opts["jam"] and opts["schedule"] == "auto":
             # the statements the micro-kernel runs in this loop AST: one that could be a contraction but
             # is not one here (gramschmidt's update, under the loop of its sums) is jammed with its loop
-            nests = kernel_statements(ast, program, program_typer(program), simd=opts["simd"]) if packed else frozenset()
-            schedule, ast, jammed = jam_chains(program, deps, schedule, ast, exclude=nests,
-                                               buffered=scratch_arrays(program, opts["temporaries"]))
+            scratch = scratch_arrays(program, opts["temporaries"])
+            nests = (kernel_statements(ast, program, program_typer(program), simd=opts["simd"], scratch=scratch)
+                     if packed else frozenset())
+            schedule, ast, jammed = jam_chains(program, deps, schedule, ast, exclude=nests, buffered=scratch)
             decisions += jammed
         return schedule, decisions, ast
 
