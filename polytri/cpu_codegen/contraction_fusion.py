@@ -55,21 +55,15 @@ def epilogue_iterators(e: Statement, c: Contraction, program: Program) -> tuple[
     and writes a distinct element at each instance; and the index maps its instances one to one onto the
     elements of the nest's box, which the nest all writes (isl): every register block then runs ``e`` on
     all of its elements, and nothing else runs ``e``.  Where those subscripts are ``e``'s iterators, one
-    each, each iterator is the nest's; elsewhere (a product read through a view: ``C[128 * i0 + i1, j]``
-    in a statement over ``[i0, i1, j]``) isl inverts the index on ``e``'s domain (``i0 = r // 128, i1 =
-    r % 128``)."""
+    each, isl finds each iterator the nest's; read through a view (``C[128 * i0 + i1, j]`` in a statement
+    over ``[i0, i1, j]``), a quasi-affine function of them (``i0 = r // 128, i1 = r % 128``)."""
     if c.fixed or c.columns is not None:
         return None  # a triangle computes part of its box: the checks below compare with the whole box
     tgt = c.statement.target
     at = _target_index(e, tgt.array)
     if at is None or not _apart_from_nest(e, c.statement) or not _writes_one_each(e, program):
         return None
-    pairs = _subscript_pairs(tgt.index, at)
-    if pairs is None:
-        return _through_view(e, c, at, program)
-    if not _one_iterator_each(pairs, e, c):
-        return None
-    return tuple((a, Var(b, "iter")) for a, b in pairs) if _runs_on_box(e, c, pairs, program) else None
+    return _inverse_index(e, c, at, program)
 
 
 def _writes_one_each(e: Statement, program: Program) -> bool:
@@ -81,12 +75,12 @@ def _writes_one_each(e: Statement, program: Program) -> bool:
         return False
 
 
-def _through_view(e: Statement, c: Contraction, at: tuple[Expr, ...],
-                  program: Program) -> tuple[tuple[str, Expr], ...] | None:
-    """:func:`epilogue_iterators` where ``e`` reads the target at affine subscripts ``at`` that are not
-    its iterators one each: ``e``'s iterators as functions of the nest's (isl, on ``e``'s domain; the
-    nest's iterators taken as parameters so that each function is one quasi-affine expression), where the
-    index maps ``e``'s instances one to one onto the nest's box and the nest writes all of it."""
+def _inverse_index(e: Statement, c: Contraction, at: tuple[Expr, ...],
+                   program: Program) -> tuple[tuple[str, Expr], ...] | None:
+    """:func:`epilogue_iterators` for ``e`` reading the target at affine subscripts ``at``: ``e``'s
+    iterators as functions of the nest's (isl, on ``e``'s domain; the nest's iterators taken as
+    parameters so that each function is one quasi-affine expression), where the index maps ``e``'s
+    instances one to one onto the nest's box and the nest writes all of it."""
     st = c.statement
     nest: list[str] = []  # the nest's iterator at each iterator subscript of its target
     subs: list[str] = []  # e's subscript there, in isl
@@ -149,50 +143,6 @@ def _apart_from_nest(e: Statement, st: Statement) -> bool:
     if e.target.array in nest_reads - {st.target.array}:
         return False
     return e.target.array == st.target.array or not any(a.array == e.target.array for a in accesses(e.value))
-
-
-def _subscript_pairs(nest_index: tuple[Expr, ...], index: tuple[Expr, ...]) -> list[tuple[str, str]] | None:
-    """For each subscript of the nest's target that is an iterator, the iterator of ``index`` at its place,
-    as (``index``'s iterator, the nest's iterator); ``None`` when ``index`` has something else there or
-    differs at a constant subscript."""
-    pairs: list[tuple[str, str]] = []
-    for s_sub, e_sub in zip(nest_index, index):
-        if isinstance(s_sub, Var) and s_sub.kind == "iter":
-            if not (isinstance(e_sub, Var) and e_sub.kind == "iter"):
-                return None
-            pairs.append((e_sub.name, s_sub.name))
-        elif const_value(s_sub) is None or const_value(s_sub) != const_value(e_sub):
-            return None
-    return pairs
-
-
-def _one_iterator_each(pairs: list[tuple[str, str]], e: Statement, c: Contraction) -> bool:
-    """Whether the pairs match each iterator of ``e`` with a distinct one of the nest's rows, columns and
-    batch iterators, all of them."""
-    e_its, s_its = [a for a, _ in pairs], [b for _, b in pairs]
-    return sorted(e_its) == sorted(e.iterators) and len(set(s_its)) == len(s_its) and set(s_its) == {
-        c.a, c.b, *c.batch}
-
-
-def _runs_on_box(e: Statement, c: Contraction, pairs: list[tuple[str, str]], program: Program) -> bool:
-    """Whether the instances of ``e`` are exactly the target elements of the nest's box, and the nest
-    writes each of them (isl); ``False`` when the box's bounds are not affine."""
-    e_its, s_its = [a for a, _ in pairs], [b for _, b in pairs]
-    st = c.statement
-    params = ", ".join(program.params)
-    coords = ", ".join(s_its)
-    try:
-        box = " and ".join(f"{to_isl(c.bounds[it][0], what='bound')} <= {it} < {to_isl(c.bounds[it][1], what='bound')}"
-                           for it in s_its)
-        box_set = isl.Set(f"[{params}] -> {{ [{coords}] : {box} }}")
-    except (NotAffineError, isl.Error):
-        return False
-    to_elem = isl.Map(f"[{params}] -> {{ {e.name}[{', '.join(e.iterators)}] -> [{', '.join(e_its)}] }}")
-    from_nest = isl.Map(f"[{params}] -> {{ {st.name}[{', '.join(st.iterators)}] -> [{coords}] }}")
-    ctx = program.context
-    runs_on = e.domain.apply(to_elem).intersect_params(ctx)
-    written = st.domain.apply(from_nest).intersect_params(ctx)
-    return bool(runs_on.is_equal(box_set.intersect_params(ctx)) and written.is_equal(runs_on))
 
 
 def keeps_target_local(c: Contraction, program: Program, scratch: frozenset[str]) -> bool:
