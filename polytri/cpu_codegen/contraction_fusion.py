@@ -122,7 +122,7 @@ def _inverse_index(e: Statement, c: Contraction, at: tuple[Expr, ...],
     back = {x: Var(n, "iter") for x, n in zip(coords, nest)}
     out = tuple((it, substitute(x, back)) for it, x in zip(e.iterators, exprs))
     # the column runs in the epilogue's vector loop: divided there (a convolution's pixels put back in rows
-    # of an image, p // 56), the epilogue's stores scatter, and the bfloat16 MobileNet of the zoo ran 12 %
+    # of an image, p // 56), the epilogue's stores scatter, and the bfloat16 MobileNet of the zoo ran 9-14 %
     # slower than with that copy in a nest of its own
     return None if any(c.b in var_names(x, "iter") and linear(x) is None for _, x in out) else out
 
@@ -153,7 +153,7 @@ def keeps_target_local(c: Contraction, program: Program, scratch: frozenset[str]
     ``KC``), so that a block's sums are complete where the micro-kernel returns.  Only then is the
     epilogue folded in: where the product stores its target anyway, the epilogue run on each block (the
     target read back from the L1 cache) made the transformers of the model zoo up to 5 % slower than a nest
-    of its own after the product (measured; docs/cpu.md), and with the tile 2-5 % faster."""
+    of its own after the product (measured; docs/cpu.md), and with the tile 1-3.5 % faster."""
     if c.epilogue is None or not c.zero_init or c.statement.target.array not in scratch:
         return False
     if not program.readers(c.statement.target.array) <= {c.statement.name, c.epilogue.name}:

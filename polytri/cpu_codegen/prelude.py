@@ -127,8 +127,8 @@ PT_HELPER float pt__expf(float x) {
   const float y = p * s1 * s2;
   return x != x ? x : y;
 }
-/* erf(x) in float in straight-line code that gcc vectorizes (glibc's vector erff took 0.36 ns an element
-   on Zen 5, this 0.23 ns): with a = min(|x|, 4), below 1 the odd polynomial a * P(a^2) (degree 6 in a^2),
+/* erf(x) in float in straight-line code that gcc vectorizes (glibc's vector erff took 0.35 ns an element
+   on Zen 5, this 0.25 ns): with a = min(|x|, 4), below 1 the odd polynomial a * P(a^2) (degree 6 in a^2),
    from 1 on 1 - N(u) / D(u) with u = a - 2.5 (degrees 6 and 5: erfc on [1, 4] centred, so the terms do not
    cancel), both fitted here by iterated weighted least squares for the least maximal error.  Every
    positive float checked against erf in double: at most 2.78 ulp (at 1.0018); 1 from 3.92 on, where erf
