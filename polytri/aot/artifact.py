@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cpu_codegen.blocking import cpu_flags
+from ..cpu_codegen.isa import cpu_flags, isa_flags
 from ..errors import ArtifactError
 from ..runtime.identity import VERSION, code_version
 
@@ -30,16 +30,6 @@ MANIFEST = "manifest.json"
 
 #: Version of the artifact layout; a loader reads only its own.
 FORMAT = 1
-
-#: CPU flags that decide which instructions ``-march=native`` may emit (prefixes of ``/proc/cpuinfo``'s).
-ISA_PREFIXES = ("sse", "ssse", "avx", "fma", "f16c", "bmi", "amx", "popcnt", "movbe", "adx", "sha", "vaes",
-                "vpclmulqdq", "gfni", "lzcnt", "abm")
-
-
-def isa_flags() -> list[str]:
-    """The instruction-set flags of this machine's CPU, sorted."""
-    return sorted(f for f in cpu_flags() if f.startswith(ISA_PREFIXES))
-
 
 @dataclass(frozen=True)
 class Manifest:

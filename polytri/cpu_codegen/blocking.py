@@ -8,16 +8,7 @@ import platform
 from dataclasses import dataclass
 
 from ..dtypes import DType
-
-
-@functools.cache
-def cpu_flags() -> frozenset[str]:
-    """The feature flags of this machine's CPU (``/proc/cpuinfo``; empty where it cannot be read)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return frozenset(next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), []))
-    except OSError:
-        return frozenset()
+from .isa import cpu_flags
 
 
 @functools.cache

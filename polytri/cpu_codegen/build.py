@@ -36,16 +36,22 @@ from pathlib import Path
 
 from ..errors import CompilationError
 from ..runtime.cpu_share import usable_cores
+from .isa import cap_cflags, isa_flags
 
 log = logging.getLogger("polytri.cpu")
 
+#: -fno-trapping-math: no program reads the floating-point exception flags, so gcc may evaluate both arms of
+#: a conditional on floats (a comparison, a division) and select per lane: without it, a loop whose
+#: statement holds a nested ``?:`` on floats (``pt__erff``, ``where``) stays scalar on AVX2, where there
+#: are no masked instructions (BERT's GELU epilogue); values are unchanged.
 #: -ffp-contract=off: no fused multiply-add unless the code asks for one, so results round after every
 #: operation exactly as the reference does.  max-completely-peel-times=8 (gcc's default: 16): loops of up
 #: to 8 iterations are still unrolled whole (register blocks, 3x3 windows), but gcc no longer unrolls
 #: nests of 16 x 4 vectorized iterations into one block whose register allocation took seconds (a linear
 #: layer's dot products in vector lanes: 4.2 s to compile, 0.3 s with the limit).  The machine code of
 #: every PolyBench kernel of the suite, in every benchmark variant, is the same with and without it.
-DEFAULT_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-ffp-contract=off",
+DEFAULT_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-fno-trapping-math",
+                 "-ffp-contract=off",
                  "--param=max-completely-peel-times=8", "-std=gnu11")
 
 #: Per compiler family, the flags of :data:`DEFAULT_FLAGS` it does not take: clang warns about gcc's ``--param``
@@ -101,10 +107,10 @@ def compiler_family(cc: str) -> str:
 
 
 def default_flags(cc: str) -> tuple[str, ...]:
-    """:data:`DEFAULT_FLAGS` as ``cc``'s family takes them: gcc's are the tuple itself, clang's leave out
-    :data:`UNSUPPORTED_FLAGS` ``['clang']``."""
+    """:data:`DEFAULT_FLAGS` as ``cc``'s family takes them (clang's leave out :data:`UNSUPPORTED_FLAGS`
+    ``['clang']``), then the flags that keep ``-march=native`` within ``POLYTRI_MAX_ISA`` (:mod:`.isa`)."""
     drop = UNSUPPORTED_FLAGS[compiler_family(cc)]
-    return tuple(f for f in DEFAULT_FLAGS if f not in drop) if drop else DEFAULT_FLAGS
+    return tuple(f for f in DEFAULT_FLAGS if f not in drop) + cap_cflags()
 
 
 def file_digest(path: Path) -> str:
@@ -204,7 +210,8 @@ _warned_unusable: set[str] = set()
 def build_library(source: str, *, cc: str, flags: tuple[str, ...]) -> Path:
     """Compile ``source`` into a shared library (or find it in the cache) and return its path."""
     flags = tuple(flags) + tuple(f for f in sanitize_flags() if f not in flags)
-    key = hashlib.sha256("\0".join([source, compiler_identity(cc), *flags]).encode()).hexdigest()
+    machine = isa_flags() if "-march=native" in flags else []
+    key = hashlib.sha256("\0".join([source, compiler_identity(cc), *flags, *machine]).encode()).hexdigest()
     folder = cache_dir() / "cpu" / key[:2]
     lib = folder / f"{key}.so"
     if valid_entry(lib):

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..compiler import compile as pt_compile
 from ..cpu_codegen.build import cache_dir
+from ..cpu_codegen.isa import isa_flags
 from ..cpu_codegen.kernel import CpuKernel
 from ..cpu_codegen.kernel_parts import FORMAT as PARTS_FORMAT
 from ..cpu_codegen.kernel_parts import kernel_from_parts, kernel_parts
@@ -32,7 +33,7 @@ _FORMAT = f"4.{PARTS_FORMAT}"
 
 def _key(program: ProgramBuilder, target: str, options: dict[str, Any]) -> str:
     env = [os.environ.get(v, "") for v in ("CC", "POLYTRI_SANITIZE")]  # they change the built library
-    text = f"{_FORMAT}\n{code_version()}\n{env!r}\n{target}\n{sorted(options.items())!r}\n{program}"
+    text = f"{_FORMAT}\n{code_version()}\n{env!r}\n{isa_flags()!r}\n{target}\n{sorted(options.items())!r}\n{program}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 

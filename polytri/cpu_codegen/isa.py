@@ -1,0 +1,76 @@
+"""The instruction sets the generated C may use: this CPU's, or fewer (``POLYTRI_MAX_ISA``).
+
+Kernels are built with ``-march=native`` and the code generator picks its vector width, register blocks
+and dot-product instructions from the CPU's flags (``/proc/cpuinfo``).  ``POLYTRI_MAX_ISA`` caps both,
+the way ``ONEDNN_MAX_CPU_ISA`` and ``ATEN_CPU_CAPABILITY`` cap oneDNN's and PyTorch's kernels:
+
+- ``native`` (the default): everything this CPU has;
+- ``avx512``: no AMX tiles;
+- ``avx2``: no AVX-512 and no AMX (nor the VEX-encoded AVX-VNNI), 32-byte vectors: the code an AVX2-only
+  machine gets, built and run on a wider one.
+
+The cap removes the flags from :func:`cpu_flags` (so every choice made from them follows) and adds the
+compiler flags that keep ``-march=native`` from emitting them (:func:`cap_cflags`).  It cannot add what the
+CPU lacks.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from ..errors import OptionError
+
+#: Environment variable that caps the instruction sets.
+VARIABLE = "POLYTRI_MAX_ISA"
+
+#: Per cap: prefixes of the ``/proc/cpuinfo`` flags it removes, and the compiler flags that forbid them.
+CAPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "native": ((), ()),
+    "avx512": (("amx",), ("-mno-amx-tile",)),
+    "avx2": (("avx512", "amx", "avx_vnni"), ("-mno-avx512f", "-mno-amx-tile", "-mno-avxvnni")),
+}
+
+
+@functools.cache
+def max_isa() -> str:
+    """The cap asked for by ``POLYTRI_MAX_ISA`` (``native`` when unset or empty), read once per process:
+    the choices made from the flags are cached too."""
+    value = os.environ.get(VARIABLE, "").strip().lower() or "native"
+    if value not in CAPS:
+        raise OptionError(f"{VARIABLE}={os.environ[VARIABLE]!r}: expected one of {', '.join(CAPS)}")
+    return value
+
+
+def _proc_flags() -> frozenset[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return frozenset(next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), []))
+    except OSError:
+        return frozenset()
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The feature flags of this machine's CPU (``/proc/cpuinfo``; empty where it cannot be read), less
+    those that ``POLYTRI_MAX_ISA`` removes."""
+    removed, _ = CAPS[max_isa()]
+    flags = _proc_flags()
+    return frozenset(f for f in flags if not f.startswith(removed)) if removed else flags
+
+
+def cap_cflags() -> tuple[str, ...]:
+    """Compiler flags that keep ``-march=native`` within ``POLYTRI_MAX_ISA`` (gcc's and clang's spelling)."""
+    return CAPS[max_isa()][1]
+
+
+#: CPU flags that decide which instructions ``-march=native`` may emit (prefixes of ``/proc/cpuinfo``'s).
+ISA_PREFIXES = ("sse", "ssse", "avx", "fma", "f16c", "bmi", "amx", "popcnt", "movbe", "adx", "sha", "vaes",
+                "vpclmulqdq", "gfni", "lzcnt", "abm")
+
+
+def isa_flags() -> list[str]:
+    """The instruction-set flags of :func:`cpu_flags` (this CPU's within the cap), sorted: part of the key
+    of every library built with ``-march=native``, so that a cache shared by two machines (a network home,
+    a copied folder) never hands one the other's instructions."""
+    return sorted(f for f in cpu_flags() if f.startswith(ISA_PREFIXES))
