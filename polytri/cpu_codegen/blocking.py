@@ -20,6 +20,12 @@ def vector_bytes() -> int:
     return 32 if "avx2" in flags or "avx" in flags else 16
 
 
+@functools.cache
+def vector_registers() -> int:
+    """Vector registers of this machine: 32 with AVX-512, else 16 (AVX, AVX2, SSE on x86-64)."""
+    return 32 if vector_bytes() == 64 else 16
+
+
 #: Linux's ``arch_prctl`` request for an extended state component, and AMX's tile data (x86-64).
 ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA, SYS_ARCH_PRCTL = 0x1023, 18, 158
 
@@ -72,4 +78,4 @@ def blocking(d: DType, block: tuple[int, int] | None = None) -> Blocking:
     return Blocking(mr, nr, kc, (512 << 10) // (kc * d.itemsize))
 
 
-__all__ = ["WHOLE_L_BYTES", "Blocking", "blocking", "cpu_flags", "tiles_permitted", "vector_bytes"]
+__all__ = ["WHOLE_L_BYTES", "Blocking", "blocking", "cpu_flags", "tiles_permitted", "vector_bytes", "vector_registers"]

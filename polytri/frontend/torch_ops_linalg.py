@@ -14,7 +14,7 @@ import torch.fx as fx
 
 from ..cpu_codegen.dot_product import has_integer_dot
 from .torch_lower import SegmentLowering, register, tensor_meta
-from .torch_ops_reduce import LANES, reduce_into
+from .torch_ops_reduce import lanes_of, reduce_into
 from .torch_product_factors import widening
 from .torch_quant_contraction import (
     activation_sums,
@@ -113,7 +113,7 @@ SKINNY_ROWS = 8
 
 
 def _skinny(ctx: SegmentLowering, a: Val, b: Val, shape: tuple[str, ...], k: str) -> bool:
-    rows, lanes = shape[-2], LANES.get(acc_dtype(a.dtype), 0)
+    rows, lanes = shape[-2], lanes_of(acc_dtype(a.dtype))
     return (not ctx.on_gpu() and len(shape) == 2 and rows.isdigit() and int(rows) <= SKINNY_ROWS
             and lanes > 0 and a.dtype == b.dtype and k.isdigit() and int(k) % lanes == 0 and int(k) >= 4 * lanes
             and _contiguous_along(a, 1) and _contiguous_along(b, 0))

@@ -10,12 +10,14 @@ in any type: they run in the output's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.fx as fx
 
+from ..cpu_codegen.blocking import vector_bytes, vector_registers
 from ..pipeline.decisions import Decision
 from .torch_args import Number, as_float, as_int, as_list, as_number
 from .torch_lower import SegmentLowering, register
@@ -64,10 +66,11 @@ def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], ke
         t = cast(v.load(index(it, r)), v.dtype, acc)
         return value(t) if value else t
 
-    lanes = 0 if ctx.on_gpu() else LANES.get(acc, 0)  # Triton chunks a reduction itself
+    lanes = 0 if ctx.on_gpu() else lanes_of(acc)  # Triton chunks a reduction itself
     ext = red[-1] if dims and dims[-1] == v.rank - 1 else ""
     if lanes and ext.isdigit() and int(ext) >= 4 * lanes:
-        chains = ACCUMULATORS if int(ext) >= 4 * ACCUMULATORS * lanes else 1
+        inside = math.prod(int(e) for e in shape[1:]) if few_inside else 1
+        chains = chains_of(int(ext), lanes, inside)
         _reduce_in_lanes(ctx, name, shape, red, lanes, chains, x, target, init=init, combine=combine, acc=acc,
                          few_inside=few_inside)
         return
@@ -82,24 +85,46 @@ def reduce_into(ctx: SegmentLowering, name: str, v: Val, dims: Sequence[int], ke
     ctx.emit(name, shape, lambda it, r: combine(tgt(it), x(it, r)), red=red, index=target)
 
 
-#: Reductions over a contiguous static dimension of at least four vectors accumulate this many partial
-#: results side by side (one vector of the machine), so the accumulation loop carries no dependence and
-#: vectorizes (on the CPU target: Triton kernels reduce chunks with tl.sum / tl.max, and the online softmax
-#: matches the plain form).  When the extent is not a multiple of the partial results (ViT's 197 tokens),
-#: the accumulation's last step covers only the elements left, in the first partial results (a guard on
-#: its domain, no statement more): before, such a dimension was reduced one element at a time (ViT's
-#: attention softmax, the max and the sum of 197 scores per row, took longer than the two products around
-#: it, profiled on one thread).
-#: Keyed by the accumulator's type: float16 and bfloat16 sums accumulate in float32 and take its lanes;
-#: ``any`` and ``all`` take as many as float32, the type their tests usually compare (sdpa's test of
-#: fully masked rows, one element at a time, took half of the softmax's time at 197 tokens).
-LANES = {torch.float32: 16, torch.float64: 8, torch.bool: 16}
+#: Reductions over a contiguous static dimension of at least four vectors accumulate one vector of the
+#: machine's partial results side by side (:func:`lanes_of`), so the accumulation loop carries no
+#: dependence and vectorizes (on the CPU target: Triton kernels reduce chunks with tl.sum / tl.max, and
+#: the online softmax matches the plain form).  When the extent is not a multiple of the partial results
+#: (ViT's 197 tokens), the accumulation's last step covers only the elements left, in the first partial
+#: results (a guard on its domain, no statement more): before, such a dimension was reduced one element
+#: at a time (ViT's attention softmax, the max and the sum of 197 scores per row, took longer than the two
+#: products around it, profiled on one thread).
+#: Keyed by the accumulator's type, the bytes of one partial result: float16 and bfloat16 sums accumulate
+#: in float32 and take its lanes; ``any`` and ``all`` take as many as float32, the type their tests usually
+#: compare (sdpa's test of fully masked rows, one element at a time, took half of the softmax's time at
+#: 197 tokens).
+LANE_BYTES = {torch.float32: 4, torch.float64: 8, torch.bool: 4}
 
 #: Vectors of partial results when the dimension is long enough (a multiple of this many vectors, at
 #: least four times over; a power of two): independent chains of operations, where one vector makes every
 #: step wait for the latency of the step before.  Row sum + amax 2048x2048, already with the local buffers
 #: of cpu_codegen/private.py, went from 0.63x to 1.02x Inductor's speed (interleaved, medians).
 ACCUMULATORS = 4
+
+
+def lanes_of(acc: torch.dtype) -> int:
+    """Partial results of a reduction accumulating in ``acc``, side by side: one vector register of the
+    machine that builds the kernel (16 float32 with AVX-512, 8 with AVX2); 0 for a type summed one element
+    at a time."""
+    size = LANE_BYTES.get(acc)
+    return vector_bytes() // size if size else 0
+
+
+def chains_of(extent: int, lanes: int, inside: int = 1) -> int:
+    """Vectors of partial results per reduced element: :data:`ACCUMULATORS` when the dimension holds at
+    least four times as many values, else 1; and when ``inside`` elements accumulate side by side (the
+    few rows of a skinny product), no more than fit with theirs in half the vector registers: kept in
+    memory, every step loads and stores its partial results (the zoo's MLP, a batch of 4, under
+    ``POLYTRI_MAX_ISA=avx2``: 16 vectors of 8 accumulators ran in 0.36 ms, 8 vectors in 0.17 ms, one
+    thread, load 0.53)."""
+    chains = ACCUMULATORS if extent >= 4 * ACCUMULATORS * lanes else 1
+    while chains > 1 and chains * inside > vector_registers() // 2:
+        chains //= 2
+    return chains
 
 
 def _reduce_in_lanes(ctx: SegmentLowering, name: str, shape: tuple[str, ...], red: tuple[str, ...], lanes: int,
