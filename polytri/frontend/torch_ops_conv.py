@@ -177,7 +177,7 @@ def _conv_form(ctx: SegmentLowering, conv: _Conv, pad: str, shape: tuple[str, ..
         return "padded-unrolled"
     if conv.terms <= MAX_UNROLLED_TERMS and not conv.padded and not _converts_per_output_channel(ctx, conv, x):
         return "unrolled"
-    return "implicit-gemm" if pad != "0" or _flattened(ctx, shape, x, acc) else "rows"
+    return "implicit-gemm" if pad != "0" or conv.stride[1] != 1 or _flattened(ctx, shape, x, acc) else "rows"
 
 
 def _converts_per_output_channel(ctx: SegmentLowering, conv: _Conv, x: Val) -> bool:
@@ -317,7 +317,11 @@ def _row_nest(ctx: SegmentLowering, base: str, shape: tuple[str, ...], acc: torc
 
 #: A convolution whose output rows fill at least this share of the packed micro-kernel's register blocks
 #: keeps its loops over rows and columns (and its bias and activation run on each block as its sums
-#: complete); below it, the pixels are flattened (:func:`_implicit_gemm`).
+#: complete); below it, the pixels are flattened (:func:`_implicit_gemm`).  So is every convolution with a
+#: stride along the width: the packed contraction takes the row form's columns only where consecutive
+#: output pixels read consecutive input pixels.  MobileNetV3's first convolution (3 -> 16 channels, 3x3,
+#: stride 2, 112 output columns) filled 6 x 16 blocks whole under ``POLYTRI_MAX_ISA=avx2`` and ran as a
+#: plain multiply-accumulate nest; flattened, it runs on the micro-kernel as it does with AVX-512.
 ROW_BLOCK_USE = 0.9
 
 
