@@ -544,6 +544,26 @@ def test_small_pointwise_convolutions_of_16_bit_floats_are_implicit_gemms(dt: to
     assert err <= max(2 * eager_err, 1e-5), (err, eager_err)
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_wide_rows_keep_the_row_form_only_at_stride_1(stride: int) -> None:
+    # output rows as wide as the register blocks' columns: at stride 1 the row form goes on the packed
+    # micro-kernel; a stride along the width cannot (its columns read every other input pixel), so it is
+    # flattened into the implicit GEMM, which can
+    from polytri.cpu_codegen.blocking import blocking
+    from polytri.dtypes import FLOAT32
+    nr = blocking(FLOAT32).nr
+    w, b = torch.randn(8, 3, 3, 3), torch.randn(8)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, w, b, stride=stride, padding=1)
+    x = torch.randn(1, 3, 5, stride * (nr - 1) + 1)  # nr output columns: the rows fill the blocks
+    report = pt.explain(f, x, compile_options={"target": "cpu"})
+    torch.testing.assert_close(report.result, f(x), rtol=1e-4, atol=1e-5)
+    forms = [d.data["form"] for kern in report.kernels for d in kern.lowering if d.kind == "convolution"]
+    assert forms == ["rows" if stride == 1 else "implicit-gemm"]
+    assert "packed contraction" in report.kernels[0].source
+
+
 def test_a_strided_depthwise_convolution_begins_a_program_of_its_own() -> None:
     # unrolled, its reads 2 * y + ky are no function of the iteration: fused with the 1x1 convolution
     # before it, the scheduler's hyperplane problem ran for minutes (MobileNet's expand + depthwise 5x5)
