@@ -564,6 +564,24 @@ def test_wide_rows_keep_the_row_form_only_at_stride_1(stride: int) -> None:
     assert "packed contraction" in report.kernels[0].source
 
 
+@pytest.mark.parametrize("padding", [0, 1])
+def test_windows_are_zero_filled_only_under_padding(padding: int) -> None:
+    # a strided convolution copies its windows out (im2col); without padding the copy writes every
+    # element, so no statement fills the copy with zeros first (ViT's patches wrote 600 KB twice)
+    import re
+    w = torch.randn(8, 3, 4, 4)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, w, stride=4, padding=padding)
+    x = torch.randn(1, 3, 32, 32)
+    report = pt.explain(f, x, compile_options={"target": "cpu"})
+    torch.testing.assert_close(report.result, f(x), rtol=1e-4, atol=1e-5)
+    forms = [d.data["form"] for kern in report.kernels for d in kern.lowering if d.kind == "convolution"]
+    assert forms == ["implicit-gemm"]
+    fills = re.findall(r"S\d+: \w+_windows\[[^\]]*\] = 0 \*/", report.kernels[0].source)
+    assert bool(fills) == bool(padding), fills
+
+
 def test_a_strided_depthwise_convolution_begins_a_program_of_its_own() -> None:
     # unrolled, its reads 2 * y + ky are no function of the iteration: fused with the 1x1 convolution
     # before it, the scheduler's hyperplane problem ran for minutes (MobileNet's expand + depthwise 5x5)

@@ -388,14 +388,16 @@ def _implicit_gemm(ctx: SegmentLowering, base: str, x: Val, w: Val, shape: tuple
       computed on a grid of ``row`` columns (a few beyond its width, computed and never read), so that
       pixel ``p = row * y + x`` reads ``xp[n, c, p + dh * row * ky + dw * kx]``;
     - a stride: the windows are copied out (im2col): ``col[n, c, ky, kx, wo * y + x]`` is the input under
-      window point ``(ky, kx)`` of output pixel ``(y, x)``, zero in the padding.
+      window point ``(ky, kx)`` of output pixel ``(y, x)``, zero in the padding (filled first, where there
+      is padding: ViT's patches, 16x16 of stride 16, wrote their 600 KB twice).
 
     The sums are kept in an ``(n, c, ho * grid)`` array, read through a view of the output's shape."""
     n, c = x.shape[0], x.shape[1]
     pixels = str(geo.ho * geo.grid)
     if geo.strided:
         src = ctx.temp(base + "_windows", (n, c, str(geo.kh), str(geo.kw), pixels), x.dtype)
-        ctx.emit(src, (n, c, str(geo.kh), str(geo.kw), pixels), lambda it, r: pad)
+        if geo.ph or geo.pw:  # without padding the copy below writes every element
+            ctx.emit(src, (n, c, str(geo.kh), str(geo.kw), pixels), lambda it, r: pad)
 
         def window(it: Index) -> tuple[str, str]:  # it: (n, c, ky, kx, y, x)
             return window_at(geo.sh, it[4], geo.dh, it[2], geo.ph), window_at(geo.sw, it[5], geo.dw, it[3], geo.pw)
