@@ -29,6 +29,7 @@ def test_models_benchmark_row_and_summary(capsys: pytest.CaptureFixture[str]) ->
         assert float(cells[col]) > 0
     assert re.match(r"^\d+\.\d\dx$", cells["polytri/inductor"])
     assert "float32, 1 thread(s): geomean time polytri/inductor" in out and "load average" in out
+    assert re.search(r"instruction sets: polytri (256|512|128)-bit vectors \(POLYTRI_MAX_ISA=native\), PyTorch \w+", out)
 
 
 def test_models_benchmark_rejects_bad_counts() -> None:

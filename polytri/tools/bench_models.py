@@ -14,7 +14,10 @@ integers in bfloat16):
 
 The table gives both ratios (time of polytri over Inductor and over eager: below 1 is faster), the ops
 polytri left to eager (from ``pt.explain`` of the compiled function), and geometric means per thread count.
-Measure on a quiet machine (``uptime`` load below 1); the load average is printed with the table.
+Measure on a quiet machine (``uptime`` load below 1); the load average is printed with the table, and the
+instruction sets each side ran (polytri's vector width and ``POLYTRI_MAX_ISA``, PyTorch's CPU capability):
+``POLYTRI_MAX_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2``
+compares both as on an AVX2-only machine.
 """
 
 from __future__ import annotations
@@ -165,7 +168,19 @@ def render(rows: Sequence[ModelRow], markdown: bool) -> str:
         lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in table]
         lines.insert(1, "  ".join("-" * w for w in widths))
     load = os.getloadavg()
-    return "\n".join([*lines, "", *summary(rows), f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"])
+    return "\n".join([*lines, "", *summary(rows), instruction_sets(),
+                      f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"])
+
+
+def instruction_sets() -> str:
+    """What each side ran: polytri's vector width and ``POLYTRI_MAX_ISA``, PyTorch's CPU capability
+    (``ATEN_CPU_CAPABILITY`` caps it, and Inductor's code with it)."""
+    import torch
+
+    from polytri.cpu_codegen.blocking import vector_bytes
+    from polytri.cpu_codegen.isa import max_isa
+    return (f"instruction sets: polytri {8 * vector_bytes()}-bit vectors (POLYTRI_MAX_ISA={max_isa()}), "
+            f"PyTorch {torch.backends.cpu.get_cpu_capability()}")
 
 
 CACHE_VARIABLES = ("POLYTRI_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
