@@ -93,3 +93,24 @@ def test_the_machine_s_instruction_sets_are_part_of_the_library_key(monkeypatch:
     monkeypatch.setattr(build_module, "isa_flags", lambda: ["avx", "avx2", "sse"])
     assert build_library(source, cc="cc", flags=flags + ("-march=native",)) != here
     assert build_library(source, cc="cc", flags=flags) == plain
+
+
+def test_reductions_and_skinny_products_take_the_cap_s_vector(cap) -> None:
+    """Under ``avx2`` a float32 reduction keeps 8 partial results per vector, not 16, and the 4 rows of a
+    skinny product keep 2 vectors each (8 of AVX2's 16 registers), not 4: the partial results of a linear
+    layer on a batch of 4 stayed in memory, loaded and stored at every step."""
+    torch = pytest.importorskip("torch")
+    from polytri.frontend.torch_ops_reduce import chains_of, lanes_of
+    cap("avx2")
+    if "avx2" not in isa_module.cpu_flags():
+        pytest.skip("needs AVX2")
+    assert lanes_of(torch.float32) == 8 and lanes_of(torch.float64) == 4 and lanes_of(torch.int32) == 0
+    assert chains_of(512, 8) == 4 and chains_of(512, 8, inside=4) == 2 and chains_of(512, 8, inside=8) == 1
+    assert chains_of(64, 8) == 1  # fewer than 16 vectors: one chain
+    lin = torch.nn.Linear(512, 32).eval()
+    x = torch.randn(4, 512)
+    with torch.no_grad():
+        report = pt.explain(lin, x, compile_options={"target": "cpu"})
+        torch.testing.assert_close(report.result, lin(x), rtol=1e-4, atol=1e-5)
+    partials = [d.data["partials"] for k in report.kernels for d in k.lowering if d.kind == "reduction-lanes"]
+    assert partials == [16], partials
