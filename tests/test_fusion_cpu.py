@@ -44,13 +44,17 @@ def test_bias_and_activation_run_on_each_block_of_the_product(case: str, epilogu
 
 @pytest.mark.parametrize("stride", [1, 2])
 def test_convolution_of_small_images_is_a_product_over_flattened_pixels(stride: int) -> None:
-    """Rows of 16 pixels would fill a quarter of each register block: the pixels of an image are the
-    product's columns, read from a padded copy (stride 1) or from the windows copied out (a stride)."""
+    """Rows of a quarter of a register block's columns (16 pixels with AVX-512's 64): the pixels of an
+    image are the product's columns, read from a padded copy (stride 1) or from the windows copied out (a
+    stride)."""
+    from polytri.cpu_codegen.blocking import blocking
+    from polytri.dtypes import FLOAT32
+    width = max(4, blocking(FLOAT32).nr // 4)
     w, b = torch.randn(8, 4, 3, 3), torch.randn(8)
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         return torch.relu(torch.nn.functional.conv2d(x, w, b, stride=stride, padding=1))
-    (kernel,) = _explain(fn, (torch.randn(2, 4, 16, 16),)).kernels
+    (kernel,) = _explain(fn, (torch.randn(2, 4, 16, stride * width),)).kernels
     assert kernel.source.count("packed contraction") == 1
     assert ("_windows" if stride > 1 else "_padded") in kernel.program
 
