@@ -27,17 +27,18 @@ def _identity(monkeypatch: pytest.MonkeyPatch, first_line: str) -> None:
 
 
 def test_default_flags_per_compiler_family(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert build.default_flags("/nonexistent/cc") == build.DEFAULT_FLAGS  # its build says why it failed
+    cap = build.cap_cflags()  # POLYTRI_MAX_ISA's, appended (none by default)
+    assert build.default_flags("/nonexistent/cc") == build.DEFAULT_FLAGS + cap  # its build says why it failed
     _identity(monkeypatch, "gcc (Debian 12.2.0-14+deb12u1) 12.2.0")
     assert build.compiler_family("gcc") == "gcc"
-    assert build.default_flags("gcc") == build.DEFAULT_FLAGS  # gcc's builds unchanged
+    assert build.default_flags("gcc") == build.DEFAULT_FLAGS + cap  # gcc's builds unchanged
     _identity(monkeypatch, "cc (Debian 12.2.0-14+deb12u1) 12.2.0")
-    assert build.default_flags("cc") == build.DEFAULT_FLAGS
+    assert build.default_flags("cc") == build.DEFAULT_FLAGS + cap
     _identity(monkeypatch, "Debian clang version 16.0.6 (15~deb12u1)")
     assert build.compiler_family("clang-16") == "clang"
     flags = build.default_flags("clang-16")
     assert not any(f.startswith("--param") for f in flags)
-    assert flags == tuple(f for f in build.DEFAULT_FLAGS if not f.startswith("--param"))  # the rest, in order
+    assert flags == tuple(f for f in build.DEFAULT_FLAGS if not f.startswith("--param")) + cap  # the rest, in order
     assert "-march=native" in flags and "-O3" in flags
 
 

@@ -114,3 +114,23 @@ def test_reductions_and_skinny_products_take_the_cap_s_vector(cap) -> None:
         torch.testing.assert_close(report.result, lin(x), rtol=1e-4, atol=1e-5)
     partials = [d.data["partials"] for k in report.kernels for d in k.lowering if d.kind == "reduction-lanes"]
     assert partials == [16], partials
+
+
+def test_an_artifact_exported_under_a_smaller_cap_loads_on_the_whole_machine(cap, tmp_path) -> None:
+    """Loading plans the graph again as the exporting machine did (its vector decides a reduction's
+    lanes): exported as for an AVX2 machine, the MLP loads and runs where AVX-512 is there too, with the
+    libraries built for AVX2 (before, the plan differed and no kernel of the artifact matched it)."""
+    torch = pytest.importorskip("torch")
+    cap("avx2")
+    if "avx2" not in isa_module.cpu_flags():
+        pytest.skip("needs AVX2")
+    model = torch.nn.Sequential(torch.nn.Linear(512, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).eval()
+    x = torch.randn(4, 512)
+    with torch.no_grad():
+        want = model(x)
+        pt.export(model, (x,), tmp_path / "mlp")
+    cap("")
+    manifest = (tmp_path / "mlp" / "manifest.json").read_text()
+    assert '"avx512f"' not in manifest and '"avx2"' in manifest
+    torch.testing.assert_close(pt.load(tmp_path / "mlp")(x), want, rtol=1e-4, atol=1e-5)
+    assert isa_module.cpu_flags() == isa_module._proc_flags()  # the machine's own flags again after loading

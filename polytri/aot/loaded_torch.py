@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from ..cpu_codegen.isa import planned_for
 from ..errors import ArgumentError, ArtifactError, public
 from ..frontend.torch_options import check_options
 from ..frontend.torch_plan import plan_graph
@@ -28,7 +29,6 @@ def load_torch(directory: Path, manifest: Manifest) -> LoadedGraph:
     except Exception as exc:  # noqa: BLE001 - torch's loader raises many kinds; the artifact is unusable
         raise ArtifactError(f"{directory}: {GRAPH} cannot be loaded: {type(exc).__name__}: {exc}") from None
     options = check_options(manifest.options)
-    plan = plan_graph(graph_of(program), options)
 
     def from_artifact(prog: Any, target: str, opts: dict[str, Any]) -> Any:
         key = kernel_key(prog, target, opts)
@@ -36,7 +36,9 @@ def load_torch(directory: Path, manifest: Manifest) -> LoadedGraph:
             raise ArtifactError(f"{directory}: it has no kernel for program {prog.name} (the graph was planned "
                                 "otherwise at export)")
         return kernels[key]
-    compiled = CompiledGraph(program.graph_module, plan, "cpu", options, kernels=from_artifact)
+    with planned_for(manifest.isa):  # as the exporting machine planned it (its vectors, its instructions)
+        plan = plan_graph(graph_of(program), options)
+        compiled = CompiledGraph(program.graph_module, plan, "cpu", options, kernels=from_artifact)
     return LoadedGraph(program, compiled, manifest.inputs)
 
 

@@ -8,7 +8,7 @@ import platform
 from dataclasses import dataclass
 
 from ..dtypes import DType
-from .isa import cpu_flags
+from .isa import cpu_flags, depends_on_flags
 
 
 @functools.cache
@@ -44,6 +44,10 @@ def tiles_permitted() -> bool:
         return int(syscall(*map(ctypes.c_long, (SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)))) == 0
     except (OSError, AttributeError):
         return False
+
+
+for _cached in (vector_bytes, vector_registers, tiles_permitted):
+    depends_on_flags(_cached.cache_clear)
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,10 @@ CPU lacks.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+from collections.abc import Callable, Iterable, Iterator
 
 from ..errors import OptionError
 
@@ -53,10 +55,45 @@ def _proc_flags() -> frozenset[str]:
 @functools.cache
 def cpu_flags() -> frozenset[str]:
     """The feature flags of this machine's CPU (``/proc/cpuinfo``; empty where it cannot be read), less
-    those that ``POLYTRI_MAX_ISA`` removes."""
+    those that ``POLYTRI_MAX_ISA`` removes; within :func:`planned_for`, the flags it names."""
+    if _planning_flags is not None:
+        return _planning_flags
     removed, _ = CAPS[max_isa()]
     flags = _proc_flags()
     return frozenset(f for f in flags if not f.startswith(removed)) if removed else flags
+
+
+_planning_flags: frozenset[str] | None = None
+#: Caches of choices made from :func:`cpu_flags` (the vector width...), cleared when the flags change.
+_dependents: list[Callable[[], None]] = []
+
+
+def depends_on_flags(cache_clear: Callable[[], None]) -> None:
+    """Registers the ``cache_clear`` of a cached choice made from :func:`cpu_flags`."""
+    _dependents.append(cache_clear)
+
+
+@contextlib.contextmanager
+def planned_for(flags: Iterable[str]) -> Iterator[None]:
+    """Within the block, :func:`cpu_flags` is ``flags`` (a subset of this CPU's): loading an artifact
+    plans its graph again as the exporting machine did (its vector width decides the lanes of a
+    reduction, its dot-product instructions the form of a quantized product), whose libraries it then
+    takes as built there."""
+    global _planning_flags
+    saved = _planning_flags
+    _planning_flags = frozenset(flags)
+    _clear()
+    try:
+        yield
+    finally:
+        _planning_flags = saved
+        _clear()
+
+
+def _clear() -> None:
+    cpu_flags.cache_clear()
+    for clear in _dependents:
+        clear()
 
 
 def cap_cflags() -> tuple[str, ...]:
