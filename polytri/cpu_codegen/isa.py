@@ -11,7 +11,8 @@ the way ``ONEDNN_MAX_CPU_ISA`` and ``ATEN_CPU_CAPABILITY`` cap oneDNN's and PyTo
 
 The cap removes the flags from :func:`cpu_flags` (so every choice made from them follows) and adds the
 compiler flags that keep ``-march=native`` from emitting them (:func:`cap_cflags`).  It cannot add what the
-CPU lacks.
+CPU lacks.  :func:`planned_for` sets the flags for a block (loading an artifact plans its graph as the
+exporting machine did).
 """
 
 from __future__ import annotations
