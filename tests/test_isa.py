@@ -19,7 +19,10 @@ from polytri.errors import OptionError
 
 pytestmark = pytest.mark.cc
 
-CACHED = (isa_module.max_isa, isa_module.cpu_flags, vector_bytes, tiles_permitted)
+def _clear_caches() -> None:
+    """The variable's cached reading, the flags, and every choice cached from them (isa's dependents)."""
+    isa_module.max_isa.cache_clear()
+    isa_module._clear()
 
 
 @pytest.fixture
@@ -27,12 +30,10 @@ def cap(monkeypatch: pytest.MonkeyPatch):
     """Sets ``POLYTRI_MAX_ISA`` for the test (the caches that read it are cleared before and after)."""
     def set_cap(value: str) -> None:
         monkeypatch.setenv(isa_module.VARIABLE, value)
-        for f in CACHED:
-            f.cache_clear()
+        _clear_caches()
     yield set_cap
     monkeypatch.delenv(isa_module.VARIABLE, raising=False)
-    for f in CACHED:
-        f.cache_clear()
+    _clear_caches()
 
 
 def test_an_unknown_cap_is_an_error_naming_the_variable(cap) -> None:
