@@ -50,6 +50,14 @@ def test_native_keeps_every_flag_and_adds_no_compiler_flag(cap) -> None:
     assert default_flags("cc") == build_module.DEFAULT_FLAGS
 
 
+def test_avx512_cap_leaves_out_amx_only(cap) -> None:
+    cap("avx512")
+    flags = isa_module.cpu_flags()
+    assert flags == frozenset(f for f in isa_module._proc_flags() if not f.startswith("amx"))
+    assert isa_module.cap_cflags() == ("-mno-amx-tile",) and not tiles_permitted()
+    assert default_flags("cc")[-1] == "-mno-amx-tile"
+
+
 def _gemm() -> pt.Program:
     p = pt.Program("capped", params=["M", "N", "K"])
     p.array("C", ("M", "N"), "float32")
