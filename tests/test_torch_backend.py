@@ -529,19 +529,22 @@ def test_padded_depthwise_convolutions_unroll_over_a_zero_padded_copy(k: int, st
     assert report.fallback_ops == []
 
 
-@pytest.mark.parametrize("dt, form", [(torch.float32, "unrolled"), (torch.bfloat16, "implicit-gemm")])
-def test_small_pointwise_convolutions_of_16_bit_floats_are_implicit_gemms(dt: torch.dtype, form: str) -> None:
-    # 16 terms per output element: unrolled in float32; in bfloat16 the unrolled sum would convert each input
-    # element again for each of the 24 output channels, the implicit GEMM converts it once into its panel
-    w, b = torch.randn(24, 16, 1, 1).to(dt), torch.randn(24).to(dt)
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("groups, form", [(1, "implicit-gemm"), (16, "unrolled")])
+def test_small_dense_convolutions_are_implicit_gemms(dt: torch.dtype, groups: int, form: str) -> None:
+    # 16 terms per output element: unrolled, each of the 24 output channels would read (and in bfloat16
+    # convert) every input element again; the implicit GEMM packs it once and reuses it in its register
+    # blocks. A depthwise convolution (one output channel per group) has no such reuse: unrolled
+    cout, k = (24, 1) if groups == 1 else (16, 3)
+    w, b = torch.randn(cout, 16 // groups, k, k).to(dt), torch.randn(cout).to(dt)
 
     def f(x: torch.Tensor) -> torch.Tensor:
-        return F.hardswish(F.conv2d(x, w, b))
+        return F.hardswish(F.conv2d(x, w, b, groups=groups))
     x = torch.randn(1, 16, 14, 10).to(dt)
     report = pt.explain(f, x, compile_options={"target": "cpu"})
     forms = [d.data["form"] for kern in report.kernels for d in kern.lowering if d.kind == "convolution"]
     assert forms == [form]
-    want = F.hardswish(F.conv2d(x.float(), w.float(), b.float()))
+    want = F.hardswish(F.conv2d(x.float(), w.float(), b.float(), groups=groups))
     err, eager_err = (report.result.float() - want).abs().max(), (f(x).float() - want).abs().max()
     assert err <= max(2 * eager_err, 1e-5), (err, eager_err)
 
@@ -596,7 +599,7 @@ def test_a_strided_depthwise_convolution_begins_a_program_of_its_own() -> None:
     report = pt.explain(f, x, compile_options={"target": "cpu"})
     torch.testing.assert_close(report.result, f(x), rtol=1e-4, atol=1e-5)
     forms = [[d.data["form"] for d in kern.lowering if d.kind == "convolution"] for kern in report.kernels]
-    assert forms == [["unrolled"], ["padded-unrolled"]], forms
+    assert forms == [["implicit-gemm"], ["padded-unrolled"]], forms
 
 
 def test_strided_convolutions_over_dynamic_image_sizes(monkeypatch: pytest.MonkeyPatch) -> None:

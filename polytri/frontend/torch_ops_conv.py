@@ -2,7 +2,9 @@
 
 A convolution whose reduction (input channels of a group x kernel window) is small and static is written
 as one statement with the window unrolled: no accumulation loop, every output element written once (the
-separable blur's case); a padded depthwise one the same way on a zero-padded copy of its input.  Larger
+separable blur's case); a padded depthwise one the same way on a zero-padded copy of its input.  On the
+CPU only depthwise ones are unrolled: a dense one reuses each input element across output channels,
+which the implicit GEMM's register blocks exploit.  Larger
 ones are an implicit GEMM over flattened pixels or a nest over rows.  Convolutions of 16-bit floats
 accumulate in float32 (:func:`.acc_dtype`), bias included, and are rounded once at the op's output, as
 oneDNN does; a convolution of dequantized operands is an integer contraction
@@ -114,7 +116,7 @@ def _conv_sums(ctx: SegmentLowering, node: fx.Node, conv: _Conv, x: Val, w: Val,
                start: Callable[[Index], str], pad: str = "0", start_ops: int = 0,
                shape: tuple[str, ...] | None = None, base: str | None = None, report: bool = True) -> Val:
     """The convolution's sums in ``acc``, each started at ``start(it)``: unrolled into one statement when
-    the window is small and unpadded, as an implicit GEMM when rows would leave the register blocks
+    the window is small and unpadded (on the CPU, depthwise only), as an implicit GEMM when rows would leave the register blocks
     emptier than :data:`ROW_BLOCK_USE` (padding filled with ``pad``), else as a nest over rows.  The
     factors are read as ``acc``.  ``shape`` and ``base`` (the output's shape and the arrays' names) are
     the node's unless given; ``report`` files the form among the segment's decisions."""
@@ -175,21 +177,23 @@ def _conv_form(ctx: SegmentLowering, conv: _Conv, pad: str, shape: tuple[str, ..
     """The key of :data:`CONV_FORMS` that computes ``conv``."""
     if _pads_then_unrolls(ctx, conv, pad):
         return "padded-unrolled"
-    if conv.terms <= MAX_UNROLLED_TERMS and not conv.padded and not _converts_per_output_channel(ctx, conv, x):
+    if conv.terms <= MAX_UNROLLED_TERMS and not conv.padded and not _dense_on_cpu(ctx, conv):
         return "unrolled"
     return "implicit-gemm" if pad != "0" or conv.stride[1] != 1 or _flattened(ctx, shape, x, acc) else "rows"
 
 
-def _converts_per_output_channel(ctx: SegmentLowering, conv: _Conv, x: Val) -> bool:
-    """Whether the unrolled form would convert each 16-bit input element to float32 again for every
-    output channel that reads it (on the CPU, an input of bfloat16 or float16 and more than one output
-    channel per group), where the implicit GEMM converts it once, into its packed panel, and runs on the
-    machine's 16-bit dot-product units.  The zoo's MobileNetV3 (1x1 convolutions of 16 to 24 input
-    channels) in bfloat16: 8.10 -> 7.09 ms a call on one thread, 8.17 -> 7.43 ms on two (medians of 7
-    interleaved rounds of both versions in one process, load 0.44 before, 0.83 after).  In float32,
-    unrolling all of them or none was within noise (4.38 against 4.49 ms, at load 1.1-1.3: indicative)."""
-    return (x.dtype in (torch.bfloat16, torch.float16) and conv.cout // conv.groups > 1
-            and not ctx.on_gpu())
+def _dense_on_cpu(ctx: SegmentLowering, conv: _Conv) -> bool:
+    """Whether a small unpadded convolution with more than one output channel per group runs as the
+    implicit GEMM rather than unrolled, on the CPU: unrolled, each output channel reads every input
+    element of its window again (and converts a 16-bit one to float32 again), one multiply-add per load;
+    the GEMM packs the input once and runs on the micro-kernel's register blocks.  MobileNetV3's 1x1
+    convolutions (16 to 24 input channels): in bfloat16 the model went 8.10 -> 7.09 ms a call on one
+    thread; in float32, a 1x1 convolution 24 -> 96 on 28x28 pixels with batch norm and hardswish took
+    0.124 ms unrolled and 0.071 as the GEMM (eager 0.070), 16 -> 64 on 112x112 0.55 and 0.38 ms, and the
+    model 1.10-1.15 -> 0.98-1.03 ms (Inductor 1.05-1.09; one thread, in one process, load 0.56 -> 0.90;
+    under ``POLYTRI_MAX_ISA=avx2`` 1.09-1.10 -> 1.05-1.09 ms).  A depthwise convolution (one output
+    channel per group) has no such reuse and stays unrolled."""
+    return conv.cout // conv.groups > 1 and not ctx.on_gpu()
 
 
 def _record_form(ctx: SegmentLowering, node: fx.Node, conv: _Conv, form: str) -> None:
