@@ -79,7 +79,8 @@ def planned_for(flags: Iterable[str]) -> Iterator[None]:
     """Within the block, :func:`cpu_flags` is ``flags`` (a subset of this CPU's): loading an artifact
     plans its graph again as the exporting machine did (its vector width decides the lanes of a
     reduction, its dot-product instructions the form of a quantized product), whose libraries it then
-    takes as built there."""
+    takes as built there.  The setting is the process's: a compile in another thread meanwhile plans for
+    the same flags, a subset of the CPU's, so its code is slower at worst, never wrong."""
     global _planning_flags
     saved = _planning_flags
     _planning_flags = frozenset(flags)
