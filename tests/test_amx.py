@@ -23,7 +23,7 @@ import torch.nn.functional as F
 import polytri as pt
 import polytri.cpu_codegen.blocking as blocking_module
 import polytri.cpu_codegen.dot_product as dot_module
-from polytri.cpu_codegen.blocking import cpu_flags, tiles_permitted, vector_bytes, vector_registers
+from polytri.cpu_codegen.blocking import cpu_flags, tiles_permitted, vector_bytes
 from polytri.cpu_codegen.dot_product import BF16_PAIRS, BF16_TILES, DotProduct, dot_product
 from polytri.dtypes import FLOAT32
 from polytri.ir.builder import to_program
@@ -163,7 +163,6 @@ def _choice(flags: set[str], permitted: bool, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(dot_module, "cpu_flags", lambda: frozenset(flags))
     monkeypatch.setattr(dot_module, "tiles_permitted", lambda: permitted)
     vector_bytes.cache_clear()
-    vector_registers.cache_clear()
     try:
         prog = to_program(_gemm())
         st = prog.statements[0]
@@ -173,7 +172,6 @@ def _choice(flags: set[str], permitted: bool, monkeypatch: pytest.MonkeyPatch) -
     finally:
         monkeypatch.undo()
         vector_bytes.cache_clear()
-        vector_registers.cache_clear()
 
 
 def test_the_choice_of_instruction(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,7 @@ from oracles import contraction_reference, integer_contraction
 
 import polytri as pt
 import polytri.cpu_codegen.dot_product as dot_module
-from polytri.cpu_codegen.blocking import cpu_flags, vector_bytes, vector_registers
+from polytri.cpu_codegen.blocking import cpu_flags, vector_bytes
 from polytri.cpu_codegen.contraction import blocking
 from polytri.cpu_codegen.dot_product import integer_dot_for
 from polytri.dtypes import FLOAT32, dtype
@@ -238,11 +238,9 @@ def avx2_only(monkeypatch: pytest.MonkeyPatch):
     for module in (blocking_module, dot_module):
         monkeypatch.setattr(module, "cpu_flags", lambda: flags)
     vector_bytes.cache_clear()
-    vector_registers.cache_clear()
     yield
     monkeypatch.undo()
     vector_bytes.cache_clear()
-    vector_registers.cache_clear()
 
 
 @pytest.mark.parametrize("left,right", [("uint8", "int8"), pytest.param("int8", "int8", marks=pytest.mark.slow),

@@ -20,7 +20,6 @@ def vector_bytes() -> int:
     return 32 if "avx2" in flags or "avx" in flags else 16
 
 
-@functools.cache
 def vector_registers() -> int:
     """Vector registers of this machine: 32 with AVX-512, else 16 (AVX, AVX2, SSE on x86-64)."""
     return 32 if vector_bytes() == 64 else 16
@@ -46,7 +45,7 @@ def tiles_permitted() -> bool:
         return False
 
 
-for _cached in (vector_bytes, vector_registers, tiles_permitted):
+for _cached in (vector_bytes, tiles_permitted):
     depends_on_flags(_cached.cache_clear)
 
 

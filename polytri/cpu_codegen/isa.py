@@ -6,8 +6,9 @@ the way ``ONEDNN_MAX_CPU_ISA`` and ``ATEN_CPU_CAPABILITY`` cap oneDNN's and PyTo
 
 - ``native`` (the default): everything this CPU has;
 - ``avx512``: no AMX tiles;
-- ``avx2``: no AVX-512 and no AMX (nor the VEX-encoded AVX-VNNI), 32-byte vectors: the code an AVX2-only
-  machine gets, built and run on a wider one.
+- ``avx2``: no AVX-512 and no AMX (nor the VEX-encoded AVX-VNNI), 32-byte vectors: the choices an
+  AVX2-only machine gets, built and run on a wider one (``-march=native`` keeps the CPU's other
+  extensions, which an older AVX2 machine may lack).
 
 The cap removes the flags from :func:`cpu_flags` (so every choice made from them follows) and adds the
 compiler flags that keep ``-march=native`` from emitting them (:func:`cap_cflags`).  It cannot add what the
