@@ -162,6 +162,26 @@ def test_batched_contraction_inside_a_parallel_loop() -> None:
     _check(p, dict(Bt=3, M=5, N=67, K=6))
 
 
+def test_threads_share_the_batch_points_only_when_they_split_evenly() -> None:
+    """3 heads on 2 threads would give one thread two thirds of the work: the rows are shared instead
+    (ViT's attention); 4 heads, or rows too few to share, keep the split by batch points."""
+    p = pt.Program("bmm", params=["Bt", "M", "N", "K"])
+    p.array("C", ("Bt", "M", "N"))
+    p.array("A", ("Bt", "M", "K"))
+    p.array("B", ("Bt", "K", "N"))
+    with p.loop("n", 0, "Bt"):
+        with p.loop("i", 0, "M"):
+            with p.loop("k", 0, "K"):
+                with p.loop("j", 0, "N"):
+                    p.assign("C[n, i, j] += A[n, i, k] * B[n, k, j]")
+    k = pt.compile(p, "cpu", options={"threads": 2})
+    assert "pt__by_batch = pt__zn >= pt__nt && 8 * ((pt__zn + pt__nt - 1) / pt__nt) * pt__blocks" in k.source
+    mr = blocking(FLOAT32).mr
+    for params in (dict(Bt=3, M=8 * mr + 3, N=67, K=6), dict(Bt=4, M=8 * mr, N=67, K=6),
+                   dict(Bt=3, M=mr - 1, N=67, K=6)):
+        _check(p, params, {"threads": 2, "min_parallel_work": 0.0})  # a team of 2 whatever the work
+
+
 def test_fallback_when_the_panels_cannot_be_allocated() -> None:
     _check(_gemm(), dict(M=9, N=70, K=11), {"cflags": "-DPT_NO_PANELS"})
 

@@ -217,14 +217,20 @@ class _NestPrinter:
         by_cols = (f"!pt__by_batch && pt__nt > 1 && pt__bn / pt__nt + pt__an * ((pt__bn / pt__nt + {b.nc - 1}) / "
                    f"{b.nc}) < pt__bn + pt__an / pt__nt * ((pt__bn + {b.nc - 1}) / {b.nc})"
                    if len(c.k) == 1 and _matrix(c.right, c.k[0], c.b) and c.columns is None else "0")
+        # The batch points go to the threads when they share them about as evenly as the blocks of rows: 3
+        # heads on 2 threads would leave one thread a third of the work idle (ViT's attention), where 50
+        # blocks of rows give each thread half.
+        by_batch = ("pt__zn >= pt__nt" if c.columns is not None else
+                    "pt__zn >= pt__nt && 8 * ((pt__zn + pt__nt - 1) / pt__nt) * pt__blocks"
+                    " <= 9 * ((pt__blocks + pt__nt - 1) / pt__nt) * pt__zn")
         self.out(1, ("const int64_t pt__nt = omp_get_num_threads(), pt__me = omp_get_thread_num();" if threads
                      else "const int64_t pt__nt = 1, pt__me = 0;"),
-                 "const int pt__by_batch = pt__zn >= pt__nt;  /* threads share the batch points, else rows or columns */",
                  "const int64_t " + ("pt__an = pt__max_int64_t(0, pt__a1 - pt__a0), " if c.columns is None else "")
                  + "pt__bn = pt__max_int64_t(0, pt__bg1 - pt__bg0);",
-                 f"const int pt__by_cols = {by_cols};",
                  "const int64_t " + (f"pt__blocks = (pt__an + {b.mr - 1}) / {b.mr}, " if c.columns is None else "")
                  + f"pt__bblocks = (pt__bn + {b.nr - 1}) / {b.nr};",
+                 f"const int pt__by_batch = {by_batch};  /* threads share the batch points, else rows or columns */",
+                 f"const int pt__by_cols = {by_cols};",
                  *(self.rows_by_columns() if c.columns is not None else (
                      "const int64_t pt__lo = pt__by_batch || pt__by_cols ? pt__a0 : "
                      f"pt__a0 + pt__blocks * pt__me / pt__nt * {b.mr};",
