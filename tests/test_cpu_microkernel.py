@@ -182,6 +182,18 @@ def test_threads_share_the_batch_points_only_when_they_split_evenly() -> None:
         _check(p, params, {"threads": 2, "min_parallel_work": 0.0})  # a team of 2 whatever the work
 
 
+def test_the_right_panel_is_written_in_order() -> None:
+    """R stored along the columns (a Conv1D weight, an image): the panel is packed a block of NR columns
+    at a time, each block's rows of k in order, not k outermost (every k stored to every block, NR * KC
+    elements apart: one set of the L1 cache)."""
+    b = blocking(FLOAT32)
+    k = pt.compile(_gemm(), "cpu")
+    outer = f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})"
+    at = k.source.index(outer)
+    assert k.source[at + len(outer):].lstrip().startswith("for (int64_t pt__kk = 0; pt__kk < pt__kc; pt__kk++)")
+    _check(_gemm(), dict(M=b.mr + 1, N=b.nc + b.nr + 1, K=b.kc + 2))
+
+
 def test_fallback_when_the_panels_cannot_be_allocated() -> None:
     _check(_gemm(), dict(M=9, N=70, K=11), {"cflags": "-DPT_NO_PANELS"})
 
