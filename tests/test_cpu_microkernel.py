@@ -194,6 +194,32 @@ def test_the_right_panel_is_written_in_order() -> None:
     _check(_gemm(), dict(M=b.mr + 1, N=b.nc + b.nr + 1, K=b.kc + 2))
 
 
+def test_panels_are_thread_scratch_kept_across_calls_and_threads() -> None:
+    """The panels are the calling thread's scratch buffers (not allocated and freed by every call): a kernel
+    called again, and from threads that exit (their buffers freed by the key's destructor), stays right."""
+    import threading
+    prog = _gemm()
+    k = pt.compile(prog, "cpu", options={"threads": 2})
+    assert "pt__scratch(0, " in k.source and "free(pt__bp)" not in k.source
+    b = blocking(FLOAT32)
+    params = dict(M=2 * b.mr + 1, N=b.nc + b.nr + 3, K=b.kc + 5)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            for _ in range(2):
+                _check(prog, params, {"threads": 2})
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+    for _ in range(2):
+        workers = [threading.Thread(target=run) for _ in range(3)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    assert not errors, errors
+
+
 def test_fallback_when_the_panels_cannot_be_allocated() -> None:
     _check(_gemm(), dict(M=9, N=70, K=11), {"cflags": "-DPT_NO_PANELS"})
 

@@ -4,7 +4,7 @@ The printed nest, for the calling thread's share of the batch points, rows or co
 
 * the bounds of the rows and columns, the boxes of the summed and batch iterators (origins, extents and
   strides, enumerated flat), and the thread's share;
-* the panels: ``KC x NC`` of ``R`` and ``MR x KC`` of ``L`` (aligned heap buffers; with
+* the panels: ``KC x NC`` of ``R`` and ``MR x KC`` of ``L`` (the thread's scratch buffers, :mod:`.scratch`; with
   :attr:`~.contraction_model.Contraction.pack_l_once`, ``L`` packed once for every batch point when it
   fits), and the run-time check that ``L`` is finite where zero-padded panels are summed;
 * for each batch point, each block of ``NC`` columns and ``KC`` sums: ``R`` packed, then for each block
@@ -27,6 +27,7 @@ from .cexpr import cname, comment, index_expr
 from .contraction_model import Contraction, left_units, transpose_block, transpose_lanes
 from .dot_product import dot_blocking, slot, stored
 from .row_pack import rows_kernel_name
+from .scratch import SLOTS
 
 Env = dict[str, str]
 """The C value of some statement iterators."""
@@ -289,8 +290,8 @@ class _NestPrinter:
         """The panel buffers of ``R`` and ``L`` (none under the test hook ``PT_NO_PANELS``)."""
         b, lt, rt = self.b, self.lt, self.rt
         self.out(0, "#ifndef PT_NO_PANELS  /* a test hook: -DPT_NO_PANELS runs the fallback below */")
-        self.out(2, f"{rt} *pt__bp = aligned_alloc(64, sizeof({rt}) * {b.kc * b.nc});",
-                 f"{lt} *pt__ap = aligned_alloc(64, sizeof({lt}) * {b.kc * b.mr});")
+        self.out(2, f"{rt} *pt__bp = pt__scratch({SLOTS['right']}, sizeof({rt}) * {b.kc * b.nc});",
+                 f"{lt} *pt__ap = pt__scratch({SLOTS['left']}, sizeof({lt}) * {b.kc * b.mr});")
         self.out(0, "#else")
         self.out(2, f"{rt} *pt__bp = NULL;" if lt != rt else f"{lt} *pt__bp = NULL, *pt__ap = NULL;")
         if lt != rt:
@@ -310,7 +311,7 @@ class _NestPrinter:
         # fit in the L2 cache (a convolution's weights), instead of once per batch point
         self.out(2, f"const int64_t pt__wn = (pt__hi - pt__lo + {b.mr - 1}) / {b.mr} * {b.mr} * {kn};",
                  f"{t} *pt__aw = pt__ap && pt__wn <= {WHOLE_L_BYTES // c.dtype.itemsize} ? "
-                 f"aligned_alloc(64, (sizeof({t}) * pt__wn + 63) / 64 * 64) : NULL;",
+                 f"pt__scratch({SLOTS['whole_left']}, sizeof({t}) * pt__wn) : NULL;",
                  "if (pt__aw)",
                  f"  for (int64_t pt__ic = pt__lo; pt__ic < pt__hi; pt__ic += {b.mr}) {{",
                  f"    const int64_t pt__mr = pt__min_int64_t({b.mr}, pt__hi - pt__ic);")
@@ -366,7 +367,7 @@ class _NestPrinter:
             self.scoped(3, self.zenv, (c.batch_guard,), [f"if (!({index_expr(c.batch_guard).text})) continue;"])
         self.packed()
         self.fallback()
-        self.out(2, "}", "free(pt__aw);", "free(pt__ap);", "free(pt__bp);")
+        self.out(2, "}")  # the panels are the thread's scratch buffers, kept for the next call
 
     def packed(self) -> None:
         """The packed computation of one batch point: blocks of ``NC`` columns by ``KC`` sums of ``R``

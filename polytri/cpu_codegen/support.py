@@ -1,5 +1,5 @@
-"""The C functions a kernel's source carries besides its own: the micro-kernels, transposes and row packers
-its contraction nests call, and the streamed stores' helpers."""
+"""The C functions a kernel's source carries besides its own: the scratch buffers, micro-kernels, transposes
+and row packers its contraction nests call, and the streamed stores' helpers."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from .contraction_model import Contraction, left_units, transpose_lanes
 from .dot_product import dot_blocking
 from .microkernel import micro_kernel
 from .row_pack import rows_kernel
+from .scratch import SCRATCH_HELPERS
 from .streaming import stream_helpers
 from .transpose import swapped_pairs_kernel, transpose_kernel
 
@@ -19,7 +20,8 @@ def support_code(contractions: Iterable[Contraction], *, simd: bool, fma: bool, 
     ``llc_bytes`` (the last-level cache's size, which sets when stores stream) is ``None``."""
     cs = list(contractions)
     used = {(c.dtype.name, c.op, c.dot) for c in cs}
-    code = "".join(micro_kernel(dtypes.dtype(t), op, simd, fma, dot)
+    code = SCRATCH_HELPERS if cs else ""
+    code += "".join(micro_kernel(dtypes.dtype(t), op, simd, fma, dot)
                    for t, op, dot in sorted(used, key=lambda u: (u[0], u[1], u[2] is not None)))
     squares = {(c.dtype.name if c.dot is None else "float32", lanes) for c in cs
                if (lanes := transpose_lanes(c)) is not None}
