@@ -587,6 +587,44 @@ def test_windows_are_zero_filled_only_under_padding(padding: int) -> None:
     assert bool(fills) == bool(padding), fills
 
 
+@pytest.mark.parametrize("cin, cout, groups, k, stride, padding, dilation, size", [
+    (3, 8, 1, 3, 2, 1, 1, (15, 14)),   # windows: padding above and left; below and right only on odd sizes
+    (3, 8, 1, 3, 2, 1, 1, (16, 16)),   # windows: no window point below or right of the image
+    (4, 8, 1, 3, 3, (2, 1), (2, 1), (13, 11)),
+    (8, 8, 1, 3, 1, 1, 1, (9, 7)),     # stride 1: the rows of the flattened copy and the gaps between them
+    (6, 6, 6, 5, 1, 2, 1, (13, 11)),   # depthwise: the zero-padded copy's rows and columns
+    (6, 6, 6, 3, 2, 1, 1, (12, 9)),
+])
+def test_padding_is_written_where_the_input_copy_does_not_write(
+        monkeypatch: pytest.MonkeyPatch, cin: int, cout: int, groups: int, k: int, stride: int, padding: Any,
+        dilation: Any, size: tuple[int, int]) -> None:
+    """The padding of a convolution's input copy is written only outside the copied image: every other
+    element must come from the copy. The intermediates are filled with NaN between two calls (they are
+    reused from call to call), so an element the padding missed would show."""
+    from polytri.frontend import torch_runtime
+    graphs: list[Any] = []
+    init = torch_runtime.CompiledGraph.__init__
+
+    def keep(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        graphs.append(self)
+    monkeypatch.setattr(torch_runtime.CompiledGraph, "__init__", keep)
+    w, b = torch.randn(cout, cin // groups, k, k), torch.randn(cout)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    x = torch.randn(2, cin, *size)
+    torch._dynamo.reset()
+    g = torch.compile(f, backend="polytri", options={"target": "cpu"})
+    torch.testing.assert_close(g(x), f(x), rtol=1e-4, atol=1e-5)
+    steps = [s for graph in graphs for s in graph.steps if isinstance(s, torch_runtime._KernelStep)]
+    assert any(s._temps for s in steps)
+    for s in steps:
+        for t in s._temps.values():
+            t.fill_(float("nan") if t.is_floating_point() else 7)
+    torch.testing.assert_close(g(x), f(x), rtol=1e-4, atol=1e-5)
+
+
 def test_a_strided_depthwise_convolution_begins_a_program_of_its_own() -> None:
     # unrolled, its reads 2 * y + ky are no function of the iteration: fused with the 1x1 convolution
     # before it, the scheduler's hyperplane problem ran for minutes (MobileNet's expand + depthwise 5x5)

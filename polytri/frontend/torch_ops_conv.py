@@ -23,6 +23,7 @@ from ..cpu_codegen.blocking import blocking
 from ..dtypes import dtype as pt_type
 from ..pipeline.decisions import Decision
 from .torch_args import as_int, as_ints, fake
+from .torch_conv_borders import pad_around, pad_rows, pad_windows, plus_size
 from .torch_lower import SegmentLowering, register
 from .torch_quant_contraction import (
     corrections,
@@ -228,17 +229,12 @@ def _pads_then_unrolls(ctx: SegmentLowering, conv: _Conv, pad: str) -> bool:
 def _zero_padded(ctx: SegmentLowering, base: str, x: Val, conv: _Conv) -> Val:
     """``x`` copied into an array with ``conv.padding`` zeros around each image."""
     (ph, pw), (n, c, h, w) = conv.padding, x.shape
-    shape = (n, c, _plus(h, 2 * ph), _plus(w, 2 * pw))
+    shape = (n, c, plus_size(h, 2 * ph), plus_size(w, 2 * pw))
     name = ctx.temp(base + "_padded", shape, x.dtype)
-    ctx.emit(name, shape, lambda it, r: "0")
+    pad_around(ctx, name, n, c, h, w, ph, pw)
     ctx.emit(name, x.shape, lambda it, r: x.load(it),
              index=lambda it: (it[0], it[1], f"{it[2]} + {ph}", f"{it[3]} + {pw}"))
     return array_val(name, shape, x.dtype)
-
-
-def _plus(size: str, k: int) -> str:
-    """The size ``size + k`` (a number where ``size`` is one)."""
-    return str(int(size) + k) if str(size).isdigit() else f"{size} + {k}"
 
 
 def _quantized_convolution(ctx: SegmentLowering, node: fx.Node, conv: _Conv, bias: Val | None) -> Val | None:
@@ -392,16 +388,15 @@ def _implicit_gemm(ctx: SegmentLowering, base: str, x: Val, w: Val, shape: tuple
       computed on a grid of ``row`` columns (a few beyond its width, computed and never read), so that
       pixel ``p = row * y + x`` reads ``xp[n, c, p + dh * row * ky + dw * kx]``;
     - a stride: the windows are copied out (im2col): ``col[n, c, ky, kx, wo * y + x]`` is the input under
-      window point ``(ky, kx)`` of output pixel ``(y, x)``, zero in the padding (filled first, where there
-      is padding: ViT's patches, 16x16 of stride 16, wrote their 600 KB twice).
+      window point ``(ky, kx)`` of output pixel ``(y, x)``, zero in the padding (written only there,
+      :mod:`.torch_conv_borders`).
 
     The sums are kept in an ``(n, c, ho * grid)`` array, read through a view of the output's shape."""
     n, c = x.shape[0], x.shape[1]
     pixels = str(geo.ho * geo.grid)
     if geo.strided:
         src = ctx.temp(base + "_windows", (n, c, str(geo.kh), str(geo.kw), pixels), x.dtype)
-        if geo.ph or geo.pw:  # without padding the copy below writes every element
-            ctx.emit(src, (n, c, str(geo.kh), str(geo.kw), pixels), lambda it, r: pad)
+        pad_windows(ctx, src, n, c, geo, pad)  # where the copy below does not write
 
         def window(it: Index) -> tuple[str, str]:  # it: (n, c, ky, kx, y, x)
             return window_at(geo.sh, it[4], geo.dh, it[2], geo.ph), window_at(geo.sw, it[5], geo.dw, it[3], geo.pw)
@@ -414,7 +409,7 @@ def _implicit_gemm(ctx: SegmentLowering, base: str, x: Val, w: Val, shape: tuple
             return f"{src}[{n_}, {chan}, {ky}, {kx}, {p}]"
     else:
         src = ctx.temp(base + "_padded", (n, c, str(geo.rows * geo.row)), x.dtype)
-        ctx.emit(src, (n, c, str(geo.rows * geo.row)), lambda it, r: pad)
+        pad_rows(ctx, src, n, c, geo, pad)  # where the copy below does not write
         ctx.emit(src, x.shape, lambda it, r: x.load(it),
                  index=lambda it: (it[0], it[1], f"{geo.row} * {it[2]} + {it[3]} + {geo.ph * geo.row + geo.pw}"))
 
