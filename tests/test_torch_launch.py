@@ -113,6 +113,30 @@ def test_consecutive_kernel_steps_run_as_one_launch_equal_to_the_steps_one_by_on
     assert len(driven) == 3 and len(per_step) == 3 * len(steps)  # the one-by-one calls only
 
 
+def test_arrays_that_only_later_steps_read_are_kept_from_call_to_call() -> None:
+    """A step's output that only later kernels of the run read is allocated once, at the same address at
+    every call; the graph's result is allocated anew (the caller may keep it)."""
+    model, g, x, graph, whole = _resnet_graph()
+    assert whole.kept
+    kept = {t.data_ptr() for _, _, t in whole.kept.values()}
+    with torch.no_grad():
+        first, second = g(x), g(x)
+        want = model(x)
+    assert {t.data_ptr() for _, _, t in whole.kept.values()} == kept
+    assert first.data_ptr() != second.data_ptr() and not {first.data_ptr(), second.data_ptr()} & kept
+    torch.testing.assert_close(first, want, rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(second, first, rtol=0, atol=0)
+
+
+def test_no_array_is_kept_beyond_the_byte_limit(monkeypatch) -> None:
+    from polytri.frontend import torch_graph_launch
+    monkeypatch.setattr(torch_graph_launch, "KEPT_BYTES", 0)
+    model, g, x, graph, whole = _resnet_graph()
+    assert whole.kept == {}
+    with torch.no_grad():
+        torch.testing.assert_close(g(x), model(x), rtol=1e-3, atol=1e-4)
+
+
 def test_the_graph_launch_runs_nothing_for_an_input_that_is_not_contiguous_or_a_step_held(monkeypatch) -> None:
     _, g, x, graph, whole = _resnet_graph()
     seen: list[dict] = []

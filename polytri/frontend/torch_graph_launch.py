@@ -10,6 +10,12 @@ took back part of it: 0.02 ms of ResNet's call, 0.17 ms of MobileNet's (the meas
 - one table of addresses (slots): one slot per value made before the run that a kernel reads (a graph
   input, a result of an earlier step), one per array a step allocates (outputs, bases of views), one per
   intermediate (its address fixed by the step's launch);
+- the outputs that only later kernels of the run read (every user in the graph is a node one of them
+  computes: not the graph's result, not an op torch runs, not a view) are allocated once, with the launch,
+  and kept at the same address from call to call (:func:`internal_arrays`, up to :data:`KEPT_BYTES`):
+  allocated at each call, ViT's 30 new arrays took 67 us of Python a call and came back as fresh pages
+  to fault in (the Python part of the launch, measured around the C call, one thread); the others, the
+  graph's results among them, are allocated at each call;
 - for each kernel, the slot of each of its arrays, its parameter values and parallel-work threshold.
 
 The compiled graph makes one after a call, for each run of two or more consecutive kernel steps that have
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,17 +70,26 @@ class GraphLaunch:
 
     def __init__(self, steps: Sequence[Any], launches: Sequence[Launch], inputs: Sequence[tuple[int, fx.Node]],
                  new: Sequence[tuple[int, int, NewArray]], constants: Sequence[tuple[int, int]],
-                 slot_of: Sequence[Sequence[int]], n_slots: int, cc: str, threads: int | None):
+                 slot_of: Sequence[Sequence[int]], n_slots: int, cc: str, threads: int | None,
+                 internal: frozenset[tuple[int, str]] = frozenset()):
         self.steps = list(steps)
         self.launches = list(launches)
         """Kept: each holds its step's intermediates alive (their addresses are in :attr:`slots`)."""
         self.inputs = tuple(inputs)
-        self.new = tuple(new)
         self.slots = (ctypes.c_void_p * max(1, n_slots))()
         for slot, address in constants:
             self.slots[slot] = address
-        self._slots_at = ctypes.addressof(self.slots)
         self.device = launches[0].device
+        self.kept: dict[int, tuple[int, str, torch.Tensor]] = {}
+        """The new arrays that only later steps of the run read (:func:`internal_arrays`), allocated once
+        and reused by every call, by slot: see the module's text."""
+        for slot, j, a in new:
+            if (j, a.name) in internal:
+                t = torch.empty(a.shape, dtype=a.dtype, device=self.device)
+                self.kept[slot] = (j, a.name, t if a.rank else t.reshape(()))
+                self.slots[slot] = t.data_ptr()
+        self.new = tuple(x for x in new if x[0] not in self.kept)
+        self._slots_at = ctypes.addressof(self.slots)
         self.threads = threads
         self.calls = CallRecord(max(s.kernel.calls.wake for s in steps))
         """The run's call times, for one thread after the cores idled (:class:`.cpu_share.CallRecord`)."""
@@ -108,6 +124,8 @@ class GraphLaunch:
                     return False
                 self.slots[slot] = t.data_ptr()
             made: list[dict[str, torch.Tensor]] = [{} for _ in self.steps]
+            for j, name, t in self.kept.values():
+                made[j][name] = t
             for slot, j, a in self.new:
                 t = torch.empty(a.shape, dtype=a.dtype, device=self.device)
                 self.slots[slot] = t.data_ptr()
@@ -213,7 +231,34 @@ def graph_launch(steps: Sequence[Any], keys: Sequence[tuple[int, ...]], env: dic
         rows.append(row)
     kernel = steps[0].kernel
     return GraphLaunch(steps, [la for la in launches if la is not None], table.inputs, table.new, table.constants,
-                       rows, len(table.at), kernel.options["cc"], kernel.options.get("threads"))
+                       rows, len(table.at), kernel.options["cc"], kernel.options.get("threads"),
+                       internal_arrays(steps, table.new))
 
 
-__all__ = ["CALL", "GraphLaunch", "graph_launch"]
+KEPT_BYTES = 64 << 20
+"""At most this many bytes of a run's internal arrays are kept from call to call (:func:`internal_arrays`);
+beyond, they are allocated at each call as the others."""
+
+
+def internal_arrays(steps: Sequence[Any], new: Sequence[tuple[int, int, NewArray]]) -> frozenset[tuple[int, str]]:
+    """The new arrays of a run (step number, array name) that no one but later steps of the run reads: an
+    output of a step whose every user in the graph is a node that one of the run's kernels computes (not
+    the graph's output, not an op run by torch, not a view torch makes), up to :data:`KEPT_BYTES` in all,
+    in the run's order."""
+    computed = {node for step in steps for node in step.segment.nodes}
+    found, total = set(), 0
+    for _, j, a in new:
+        step = steps[j]
+        node = next((o[1] for o in step.outputs if o[0] == a.name), None)
+        view_base = any(base == a.name for _, (base, _) in step.views)
+        if node is None or view_base or not node.users or not all(u in computed for u in node.users):
+            continue
+        size = math.prod(a.shape) * a.dtype.itemsize
+        if total + size > KEPT_BYTES:
+            break
+        found.add((j, a.name))
+        total += size
+    return frozenset(found)
+
+
+__all__ = ["CALL", "KEPT_BYTES", "GraphLaunch", "graph_launch", "internal_arrays"]
