@@ -1,4 +1,5 @@
-"""The padding of a convolution's input copies, written where the copy of the input does not write.
+"""The padding of a convolution's input copies, written where the copy of the input does not write, and
+the sizes those copies are laid out by (:class:`ConvGeometry`).
 
 A convolution on the CPU reads its input through a copy (:mod:`.torch_ops_conv`): zero-padded for a
 depthwise one, the windows copied out (im2col) with a stride, the image in padded rows otherwise.  Each
@@ -12,11 +13,50 @@ above and below the image, then, beside the image's rows, the columns left and r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .torch_lower import SegmentLowering
-    from .torch_ops_conv import _Geometry
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """A 2-D convolution's sizes: input, output, window, stride, padding, dilation (height, then width)."""
+
+    h: int
+    w: int
+    ho: int
+    wo: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    dh: int
+    dw: int
+
+    @property
+    def strided(self) -> bool:
+        return self.sh != 1 or self.sw != 1
+
+    @property
+    def row(self) -> int:
+        """Width of a row of the padded input copy, and of the grid of computed output pixels (stride 1)."""
+        return self.w + 2 * self.pw
+
+    @property
+    def rows(self) -> int:
+        """Rows of the padded input copy: the padding, and zeros below for the reads of the grid's last
+        pixels, computed and never used."""
+        last = self.ho * self.row - 1 + self.dh * (self.kh - 1) * self.row + self.dw * (self.kw - 1)
+        return max(self.h + 2 * self.ph, last // self.row + 1)
+
+    @property
+    def grid(self) -> int:
+        """Columns of the grid of computed output pixels."""
+        return self.wo if self.strided else self.row
 
 
 def plus_size(size: str, k: int) -> str:
@@ -39,7 +79,7 @@ def pad_around(ctx: SegmentLowering, name: str, n: str, c: str, h: str, w: str, 
                  index=lambda it: (it[0], it[1], f"{it[2]} + {ph}", f"{it[3]} + {plus_size(w, pw)}"))
 
 
-def pad_windows(ctx: SegmentLowering, name: str, n: str, c: str, geo: _Geometry, pad: str = "0") -> None:
+def pad_windows(ctx: SegmentLowering, name: str, n: str, c: str, geo: ConvGeometry, pad: str = "0") -> None:
     """``pad`` in the windows array ``name`` (``(n, c, kh, kw, ho * wo)``, see :mod:`.torch_ops_conv`) where a
     window point falls outside the image: its row above or below it, else its column left or right of it.
     A box that no window point reaches is not written (the scheduler is handed no empty domain)."""
@@ -56,7 +96,7 @@ def pad_windows(ctx: SegmentLowering, name: str, n: str, c: str, geo: _Geometry,
                      guard=guard, index=lambda it: (*it[:4], f"{geo.wo} * {it[4]} + {it[5]}"))
 
 
-def pad_rows(ctx: SegmentLowering, name: str, n: str, c: str, geo: _Geometry, pad: str = "0") -> None:
+def pad_rows(ctx: SegmentLowering, name: str, n: str, c: str, geo: ConvGeometry, pad: str = "0") -> None:
     """``pad`` in the flattened copy ``name`` (``(n, c, rows * row)``) where the image, copied to
     ``row * (y + ph) + x + pw``, is not: before its first row, between its rows and after its last."""
     row, first = geo.row, geo.row * geo.ph + geo.pw
@@ -71,4 +111,4 @@ def pad_rows(ctx: SegmentLowering, name: str, n: str, c: str, geo: _Geometry, pa
                  index=lambda it: (it[0], it[1], f"{it[2]} + {row * (geo.h - 1) + first + geo.w}"))
 
 
-__all__ = ["pad_around", "pad_rows", "pad_windows", "plus_size"]
+__all__ = ["ConvGeometry", "pad_around", "pad_rows", "pad_windows", "plus_size"]

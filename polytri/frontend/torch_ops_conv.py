@@ -23,7 +23,7 @@ from ..cpu_codegen.blocking import blocking
 from ..dtypes import dtype as pt_type
 from ..pipeline.decisions import Decision
 from .torch_args import as_int, as_ints, fake
-from .torch_conv_borders import pad_around, pad_rows, pad_windows, plus_size
+from .torch_conv_borders import ConvGeometry, pad_around, pad_rows, pad_windows, plus_size
 from .torch_lower import SegmentLowering, register
 from .torch_quant_contraction import (
     corrections,
@@ -156,7 +156,7 @@ def _conv_sums(ctx: SegmentLowering, node: fx.Node, conv: _Conv, x: Val, w: Val,
         # computed where it is read (the consumer stores it, or recomputes it if cheap enough)
         return Val(shape, acc, unrolled, ops=2 * conv.terms + x.ops * conv.terms + start_ops)
     if form == "implicit-gemm":
-        geometry = _Geometry(int(height), int(width), int(shape[2]), int(shape[3]), conv.kh, conv.kw, sh, sw, ph,
+        geometry = ConvGeometry(int(height), int(width), int(shape[2]), int(shape[3]), conv.kh, conv.kw, sh, sw, ph,
                              pw, dh, dw)
         return _implicit_gemm(ctx, base, x, w, shape, acc, geometry, conv.cin_g, cout_g, start, pad)
     guard = inside(*coords(("i0", "i1", "i5", "i6"), "i2", "i3", "i4")[1:], height, width) if conv.padded else []
@@ -336,47 +336,8 @@ def _flattened(ctx: SegmentLowering, shape: tuple[str, ...], x: Val, dtype: torc
     return width / (nr * -(-width // nr)) < ROW_BLOCK_USE
 
 
-@dataclass(frozen=True)
-class _Geometry:
-    """A 2-D convolution's sizes: input, output, window, stride, padding, dilation (height, then width)."""
-
-    h: int
-    w: int
-    ho: int
-    wo: int
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    ph: int
-    pw: int
-    dh: int
-    dw: int
-
-    @property
-    def strided(self) -> bool:
-        return self.sh != 1 or self.sw != 1
-
-    @property
-    def row(self) -> int:
-        """Width of a row of the padded input copy, and of the grid of computed output pixels (stride 1)."""
-        return self.w + 2 * self.pw
-
-    @property
-    def rows(self) -> int:
-        """Rows of the padded input copy: the padding, and zeros below for the reads of the grid's last
-        pixels, computed and never used."""
-        last = self.ho * self.row - 1 + self.dh * (self.kh - 1) * self.row + self.dw * (self.kw - 1)
-        return max(self.h + 2 * self.ph, last // self.row + 1)
-
-    @property
-    def grid(self) -> int:
-        """Columns of the grid of computed output pixels."""
-        return self.wo if self.strided else self.row
-
-
 def _implicit_gemm(ctx: SegmentLowering, base: str, x: Val, w: Val, shape: tuple[str, ...], acc: torch.dtype,
-                   geo: _Geometry, cin_g: int, cout_g: int, start: Callable[[Index], str], pad: str = "0") -> Val:
+                   geo: ConvGeometry, cin_g: int, cout_g: int, start: Callable[[Index], str], pad: str = "0") -> Val:
     """The convolution as a product whose columns are the pixels of an image, one iterator ``p``: the CPU's
     packed contraction then fills its 64-column register blocks with whole images, not one row (a
     28-pixel row used 28 of 64 columns of every block, an edge block each time).
