@@ -102,6 +102,18 @@ def test_bf16_gemm_equals_the_float32_reference_at_block_edges(case: int, thread
     _check(_gemm(), _edges()[case], {"threads": threads})
 
 
+@pytest.mark.skipif(not HAS_BF16_DOT, reason="no AVX-512 BF16 on this machine")
+def test_the_right_panel_of_groups_is_written_in_order() -> None:
+    """R stored along the columns (GPT-2's Conv1D weight): its pairs of k are packed a block of NR columns
+    at a time, each block's groups in order, not k outermost (every group stored to every block)."""
+    b = blocking(FLOAT32)
+    k = pt.compile(_gemm(), "cpu")
+    outer = f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})"
+    at = k.source.index(outer)
+    assert k.source[at + len(outer):].lstrip().startswith("for (int64_t pt__kk = 0; pt__kk < pt__kcg; pt__kk += 2)")
+    _check(_gemm(), dict(M=b.mr + 1, N=b.nc + b.nr + 1, K=b.kc + 3))
+
+
 @pytest.mark.parametrize("sizes", [dict(M=7, N=67, K=5), dict(M=9, N=130, K=258)])
 def test_operand_stored_along_the_sum(sizes: dict) -> None:
     _check(_gemm(transposed=True), sizes, {"threads": 2})

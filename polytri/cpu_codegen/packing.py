@@ -412,9 +412,10 @@ class _NestPrinter:
             self.out(9, "}")
         elif self.g > 1:
             # a group of k at a time: each column's values of the group are consecutive in the panel, so
-            # the loop along the columns stores whole groups (an element at a time, the stores had a stride)
-            self.out(6, f"for (int64_t pt__kk = 0; pt__kk < {kc}; pt__kk += {self.gr})",
-                     f"  for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
+            # the loop along the columns stores whole groups (an element at a time, the stores had a stride);
+            # a block of NR columns at a time, the panel written in order (see the loop below)
+            self.out(6, f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
+                     f"  for (int64_t pt__kk = 0; pt__kk < {kc}; pt__kk += {self.gr})",
                      f"    for (int64_t pt__q = 0; pt__q < {b.nr}; pt__q++) {{")
             for slot_ in range(self.gr):
                 self.out(8, "{")
