@@ -587,6 +587,22 @@ def test_windows_are_zero_filled_only_under_padding(padding: int) -> None:
     assert bool(fills) == bool(padding), fills
 
 
+def test_a_cheap_left_factor_of_a_packed_product_is_computed_as_it_is_packed() -> None:
+    """Attention's weights after sdpa's test of fully masked rows, where(any, p, 0), enter the product as
+    an expression that the packing computes, not as a stored copy."""
+    keep = torch.rand(3, 40, 1) > 0.2
+    v = torch.randn(3, 50, 24)
+
+    def f(p: torch.Tensor) -> torch.Tensor:
+        return torch.bmm(torch.where(keep, p, 0.0), v)
+    p = torch.randn(3, 40, 50)
+    report = pt.explain(f, p, compile_options={"target": "cpu"})
+    torch.testing.assert_close(report.result, f(p), rtol=1e-5, atol=1e-5)
+    [kernel] = report.kernels
+    assert "packed contraction" in kernel.source
+    assert "bmm_a[" not in kernel.source, kernel.source
+
+
 @pytest.mark.parametrize("cin, cout, groups, k, stride, padding, dilation, size", [
     (3, 8, 1, 3, 2, 1, 1, (15, 14)),   # windows: padding above and left; below and right only on odd sizes
     (3, 8, 1, 3, 2, 1, 1, (16, 16)),   # windows: no window point below or right of the image

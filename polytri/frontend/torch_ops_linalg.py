@@ -45,6 +45,11 @@ def _rows_contiguous(v: Val) -> bool:
     return _contiguous_along(v, v.rank - 1)
 
 
+CHEAP_LEFT_OPS = 2
+"""A left factor of a packed product costing at most this many operations an element is read as an
+expression by the packing, not stored first (:func:`_product`)."""
+
+
 def _packed_on_cpu(ctx: SegmentLowering, a: Val, b: Val, out: torch.dtype, acc: torch.dtype) -> bool:
     """Whether the CPU generator is expected to pack this product's panels, which read ``B`` in whatever
     layout it has: a product accumulating in float32 or float64 (16-bit factors are widened as they are
@@ -166,7 +171,10 @@ def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, acc: torch.dty
     if not out.is_floating_point:
         raise LoweringError("integer matrix products run in eager")
     acc = acc or acc_dtype(out)
-    a = ctx.readable(a, node.name + "_a")
+    # the packed left panels compute a cheap elementwise factor as they are packed (attention's weights,
+    # where(any, softmax, 0)): stored first, it was a copy of the whole factor
+    if not (a.ops <= CHEAP_LEFT_OPS and _packed_on_cpu(ctx, a, b, out, acc) and len(shape) > 2):
+        a = ctx.readable(a, node.name + "_a")
     if _skinny(ctx, a, b, shape, a.shape[-1]) or _skinny_integers(ctx, a, b, shape, acc):
         return _skinny_product(ctx, node, a, b, acc)
     if _packed_on_cpu(ctx, a, b, out, acc):
