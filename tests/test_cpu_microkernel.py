@@ -149,7 +149,8 @@ def test_a_right_factor_along_k_with_strides_moves_in_squares(simd: bool) -> Non
     np.testing.assert_array_equal(args["C"], want["C"])
 
 
-def test_batched_contraction_inside_a_parallel_loop() -> None:
+def _bmm() -> pt.Program:
+    """``Bt`` products ``C[n] += A[n] B[n]``."""
     p = pt.Program("bmm", params=["Bt", "M", "N", "K"])
     p.array("C", ("Bt", "M", "N"))
     p.array("A", ("Bt", "M", "K"))
@@ -159,21 +160,17 @@ def test_batched_contraction_inside_a_parallel_loop() -> None:
             with p.loop("k", 0, "K"):
                 with p.loop("j", 0, "N"):
                     p.assign("C[n, i, j] += A[n, i, k] * B[n, k, j]")
-    _check(p, dict(Bt=3, M=5, N=67, K=6))
+    return p
+
+
+def test_batched_contraction_inside_a_parallel_loop() -> None:
+    _check(_bmm(), dict(Bt=3, M=5, N=67, K=6))
 
 
 def test_threads_share_the_batch_points_only_when_they_split_evenly() -> None:
     """3 heads on 2 threads would give one thread two thirds of the work: the rows are shared instead
     (ViT's attention); 4 heads, or rows too few to share, keep the split by batch points."""
-    p = pt.Program("bmm", params=["Bt", "M", "N", "K"])
-    p.array("C", ("Bt", "M", "N"))
-    p.array("A", ("Bt", "M", "K"))
-    p.array("B", ("Bt", "K", "N"))
-    with p.loop("n", 0, "Bt"):
-        with p.loop("i", 0, "M"):
-            with p.loop("k", 0, "K"):
-                with p.loop("j", 0, "N"):
-                    p.assign("C[n, i, j] += A[n, i, k] * B[n, k, j]")
+    p = _bmm()
     k = pt.compile(p, "cpu", options={"threads": 2})
     assert "pt__by_batch = pt__zn >= pt__nt && 8 * ((pt__zn + pt__nt - 1) / pt__nt) * pt__blocks" in k.source
     mr = blocking(FLOAT32).mr
