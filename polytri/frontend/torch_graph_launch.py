@@ -235,9 +235,11 @@ def graph_launch(steps: Sequence[Any], keys: Sequence[tuple[int, ...]], env: dic
                        internal_arrays(steps, table.new))
 
 
-KEPT_BYTES = 64 << 20
+KEPT_BYTES = 16 << 20
 """At most this many bytes of a run's internal arrays are kept from call to call (:func:`internal_arrays`);
-beyond, they are allocated at each call as the others."""
+beyond, they are allocated at each call as the others.  A graph keeps a run's launch for each of up to 16
+sets of sizes (dynamic shapes): so many times this, at most, per run.  The zoo's largest run keeps 5.8
+MiB (ViT's, BERT's and GPT-2's blocks at their benchmark sizes)."""
 
 
 def internal_arrays(steps: Sequence[Any], new: Sequence[tuple[int, int, NewArray]]) -> frozenset[tuple[int, str]]:
