@@ -290,7 +290,10 @@ class _NestPrinter:
         """The panel buffers of ``R`` and ``L`` (none under the test hook ``PT_NO_PANELS``)."""
         b, lt, rt = self.b, self.lt, self.rt
         self.out(0, "#ifndef PT_NO_PANELS  /* a test hook: -DPT_NO_PANELS runs the fallback below */")
-        self.out(2, f"{rt} *pt__bp = pt__scratch({SLOTS['right']}, sizeof({rt}) * {b.kc * b.nc});",
+        # R's panel only as large as this nest's blocks need: the thread keeps it (scratch.py)
+        kn = "pt__kng" if self.g > 1 else "pt__kn"
+        self.out(2, f"{rt} *pt__bp = pt__scratch({SLOTS['right']}, sizeof({rt}) * pt__min_int64_t({b.kc}, {kn}) * "
+                    f"pt__min_int64_t({b.nc}, (pt__b1 - pt__b0 + {b.nr - 1}) / {b.nr} * {b.nr}));",
                  f"{lt} *pt__ap = pt__scratch({SLOTS['left']}, sizeof({lt}) * {b.kc * b.mr});")
         self.out(0, "#else")
         self.out(2, f"{rt} *pt__bp = NULL;" if lt != rt else f"{lt} *pt__bp = NULL, *pt__ap = NULL;")

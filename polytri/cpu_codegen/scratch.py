@@ -8,9 +8,11 @@ float32 call spent about 8% of its samples in the kernel's page faults and ``brk
 ``pt__scratch(slot, bytes)`` returns the calling thread's buffer number ``slot`` (one per panel kind),
 grown when a nest needs more and otherwise kept from call to call; a thread's buffers are freed when it
 exits (a POSIX thread-specific key with a destructor).  A thread runs one nest at a time, so its buffers
-are never in use twice.  What a thread keeps is bounded by the panels' sizes: one ``KC x NC`` panel of
-``R``, one ``MR x KC`` of ``L`` and one ``L`` packed whole (at most :data:`.blocking.WHOLE_L_BYTES`), per
-kernel library.  ``NULL`` (no memory) makes the nest take its fallback loops, as before.
+are never in use twice.  What a thread keeps is bounded by the panels' sizes: one panel of ``R`` (at most
+``KC x NC``, as large as the library's nests need), one ``MR x KC`` of ``L`` and one ``L`` packed whole
+(at most :data:`.blocking.WHOLE_L_BYTES`), per kernel library: each library keeps its own, so a process
+keeps at most about 1 MiB per thread and library that packs (a buffer shared by the libraries would bound
+it by the threads alone; not done).  ``NULL`` (no memory) makes the nest take its fallback loops.
 """
 
 from __future__ import annotations
