@@ -100,3 +100,10 @@ def equal_to_reference(prog: pt.Program, args: dict[str, Any], options: dict[str
         if isinstance(value, np.ndarray):
             np.testing.assert_array_equal(got[name], want[name], err_msg=f"{to_program(prog).name}: {name}")
     return k
+
+
+def right_panel_packed_by_blocks(source: str, nr: int, kk_loop: str) -> bool:
+    """Whether the C ``source`` packs a right panel a block of ``nr`` columns at a time: its loop over the
+    blocks directly encloses ``kk_loop``, the loop over the block's values of ``k``."""
+    outer = f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {nr})"
+    return outer in source and source[source.index(outer) + len(outer):].lstrip().startswith(kk_loop)

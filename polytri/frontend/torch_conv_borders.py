@@ -1,5 +1,5 @@
 """The padding of a convolution's input copies, written where the copy of the input does not write, and
-the sizes those copies are laid out by (:class:`ConvGeometry`).
+the sizes and window positions those copies are laid out by (:class:`ConvGeometry`, :func:`window_at`).
 
 A convolution on the CPU reads its input through a copy (:mod:`.torch_ops_conv`): zero-padded for a
 depthwise one, the windows copied out (im2col) with a stride, the image in padded rows otherwise.  Each
@@ -58,6 +58,20 @@ class ConvGeometry:
         """Columns of the grid of computed output pixels."""
         return self.wo if self.strided else self.row
 
+    def window_point(self, ky: str, kx: str, y: str, x: str) -> tuple[str, str]:
+        """The input position (row, column) of window point ``(ky, kx)`` of output pixel ``(y, x)``."""
+        return window_at(self.sh, y, self.dh, ky, self.ph), window_at(self.sw, x, self.dw, kx, self.pw)
+
+
+def inside(y: str, x: str, height: object, width: object) -> list[str]:
+    """Conditions for the input position ``(y, x)`` to be inside the image (not in the padding)."""
+    return [f"{y} >= 0", f"{y} < {height}", f"{x} >= 0", f"{x} < {width}"]
+
+
+def window_at(stride: int, out: str, dilation: int, k: str, pad: int) -> str:
+    """The input position of window point ``k`` of output position ``out``, along one dimension."""
+    return f"{stride} * {out} + {dilation} * {k} - {pad}"
+
 
 def plus_size(size: str, k: int) -> str:
     """The size ``size + k`` (a number where ``size`` is one)."""
@@ -83,11 +97,10 @@ def pad_windows(ctx: SegmentLowering, name: str, n: str, c: str, geo: ConvGeomet
     """``pad`` in the windows array ``name`` (``(n, c, kh, kw, ho * wo)``, see :mod:`.torch_ops_conv`) where a
     window point falls outside the image: its row above or below it, else its column left or right of it.
     A box that no window point reaches is not written (the scheduler is handed no empty domain)."""
-    y = f"{geo.sh} * i4 + {geo.dh} * i2 - {geo.ph}"
-    x = f"{geo.sw} * i5 + {geo.dw} * i3 - {geo.pw}"
+    y, x = geo.window_point("i2", "i3", "i4", "i5")  # the loops: (n, c, ky, kx, y, x)
     beyond_y = geo.sh * (geo.ho - 1) + geo.dh * (geo.kh - 1) - geo.ph >= geo.h
     beyond_x = geo.sw * (geo.wo - 1) + geo.dw * (geo.kw - 1) - geo.pw >= geo.w
-    in_rows = [f"{y} >= 0", f"{y} < {geo.h}"]
+    in_rows = inside(y, x, geo.h, geo.w)[:2]
     boxes = [([f"{y} < 0"], geo.ph > 0), ([f"{y} >= {geo.h}"], beyond_y),
              (in_rows + [f"{x} < 0"], geo.pw > 0), (in_rows + [f"{x} >= {geo.w}"], beyond_x)]
     for guard, reached in boxes:
@@ -111,4 +124,4 @@ def pad_rows(ctx: SegmentLowering, name: str, n: str, c: str, geo: ConvGeometry,
                  index=lambda it: (it[0], it[1], f"{it[2]} + {row * (geo.h - 1) + first + geo.w}"))
 
 
-__all__ = ["ConvGeometry", "pad_around", "pad_rows", "pad_windows", "plus_size"]
+__all__ = ["ConvGeometry", "inside", "pad_around", "pad_rows", "pad_windows", "plus_size", "window_at"]

@@ -13,9 +13,9 @@ took back part of it: 0.02 ms of ResNet's call, 0.17 ms of MobileNet's (the meas
 - the outputs that only later kernels of the run read (every user in the graph is a node one of them
   computes: not the graph's result, not an op torch runs, not a view) are allocated once, with the launch,
   and kept at the same address from call to call (:func:`internal_arrays`, up to :data:`KEPT_BYTES`):
-  allocated at each call, ViT's 30 new arrays took 67 us of Python a call and came back as fresh pages
-  to fault in (the Python part of the launch, measured around the C call, one thread); the others, the
-  graph's results among them, are allocated at each call;
+  allocated at each call, ViT's 30 new arrays took 67 us of Python a call (the Python part of the
+  launch, measured around the C call, one thread), and MobileNet's profile showed page faults under a
+  kernel's stores; the others, the graph's results among them, are allocated at each call;
 - for each kernel, the slot of each of its arrays, its parameter values and parallel-work threshold.
 
 The compiled graph makes one after a call, for each run of two or more consecutive kernel steps that have

@@ -23,7 +23,7 @@ from ..cpu_codegen.blocking import blocking
 from ..dtypes import dtype as pt_type
 from ..pipeline.decisions import Decision
 from .torch_args import as_int, as_ints, fake
-from .torch_conv_borders import ConvGeometry, pad_around, pad_rows, pad_windows, plus_size
+from .torch_conv_borders import ConvGeometry, inside, pad_around, pad_rows, pad_windows, plus_size, window_at
 from .torch_lower import SegmentLowering, register
 from .torch_quant_contraction import (
     corrections,
@@ -283,16 +283,6 @@ def _window_sums(ctx: SegmentLowering, node: fx.Node, conv: _Conv, xq: Val, zero
     return lambda idx: sums.load((idx[0], "0", idx[2], idx[3]))
 
 
-def inside(y: str, x: str, height: object, width: object) -> list[str]:
-    """Conditions for the input position ``(y, x)`` to be inside the image (not in the padding)."""
-    return [f"{y} >= 0", f"{y} < {height}", f"{x} >= 0", f"{x} < {width}"]
-
-
-def window_at(stride: int, out: str, dilation: int, k: str, pad: int) -> str:
-    """The input position of window point ``k`` of output position ``out``, along one dimension."""
-    return f"{stride} * {out} + {dilation} * {k} - {pad}"
-
-
 def input_channel(co: str, ci: str, cin_g: int, cout_g: int, groups: int) -> str:
     """The input channel that output channel ``co`` reads as its ``ci``-th (its group's ``ci``-th); affine
     without groups and for one output channel per group (a depthwise convolution)."""
@@ -360,7 +350,7 @@ def _implicit_gemm(ctx: SegmentLowering, base: str, x: Val, w: Val, shape: tuple
         pad_windows(ctx, src, n, c, geo, pad)  # where the copy below does not write
 
         def window(it: Index) -> tuple[str, str]:  # it: (n, c, ky, kx, y, x)
-            return window_at(geo.sh, it[4], geo.dh, it[2], geo.ph), window_at(geo.sw, it[5], geo.dw, it[3], geo.pw)
+            return geo.window_point(*it[2:6])
         ctx.emit(src, (n, c, str(geo.kh), str(geo.kw), str(geo.ho), str(geo.wo)),
                  lambda it, r: x.load((it[0], it[1], *window(it))),
                  guard=inside(*window(tuple(f"i{d}" for d in range(6))), geo.h, geo.w),

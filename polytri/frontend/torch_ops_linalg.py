@@ -171,13 +171,15 @@ def _product(ctx: SegmentLowering, node: fx.Node, a: Val, b: Val, acc: torch.dty
     if not out.is_floating_point:
         raise LoweringError("integer matrix products run in eager")
     acc = acc or acc_dtype(out)
+    packed = _packed_on_cpu(ctx, a, b, out, acc)  # storing `a` keeps its type: the answer stays
     # the packed left panels compute a cheap elementwise factor as they are packed (attention's weights,
-    # where(any, softmax, 0)): stored first, it was a copy of the whole factor
-    if not (a.ops <= CHEAP_LEFT_OPS and _packed_on_cpu(ctx, a, b, out, acc) and len(shape) > 2):
+    # where(any, softmax, 0)): stored first, it was a copy of the whole factor; batched products only,
+    # the case measured (docs/pytorch.md)
+    if not (a.ops <= CHEAP_LEFT_OPS and packed and len(shape) > 2):
         a = ctx.readable(a, node.name + "_a")
     if _skinny(ctx, a, b, shape, a.shape[-1]) or _skinny_integers(ctx, a, b, shape, acc):
         return _skinny_product(ctx, node, a, b, acc)
-    if _packed_on_cpu(ctx, a, b, out, acc):
+    if packed:
         b = _stored_operand(ctx, b, node.name + "_b")
     elif _rows_contiguous(b) or _on_tensor_cores(ctx, b):
         b = ctx.readable(b, node.name + "_b")

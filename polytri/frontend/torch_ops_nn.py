@@ -16,8 +16,8 @@ import torch
 import torch.fx as fx
 
 from .torch_args import as_float, as_int, as_ints
+from .torch_conv_borders import inside, window_at
 from .torch_lower import SegmentLowering, register
-from .torch_ops_conv import inside, window_at
 from .torch_ops_pointwise import nan_max
 from .torch_values import Index, LoweringError, Val, acc_dtype, array_val, cast, literal, rounded
 
