@@ -429,10 +429,9 @@ class _NestPrinter:
                 self.out(8, "}")
             self.out(7, "}")
         else:
-            # the panel written in order, a block of NR columns at a time: k outermost, each k stored to
+            # the panel written in order, a block of NR columns at a time; k outermost, each k stored to
             # every block of the panel, NR * KC elements apart (64 KiB for float32 on AVX-512), all in one
-            # set of the L1 cache; GPT-2's weight packing took 9% of the model's samples that way (perf, one
-            # thread)
+            # set of the L1 cache: GPT-2's weight packing took 9% of the model's samples (perf, one thread)
             self.out(6, f"for (int64_t pt__jr = 0; pt__jr < pt__nc; pt__jr += {b.nr})",
                      f"  for (int64_t pt__kk = 0; pt__kk < {kc}; pt__kk++) {{")
             self.unflatten(8, c.k, "pt__k", "pt__pc + pt__kk")
